@@ -1,0 +1,38 @@
+# OpenReplayKit — the two commands a new user runs: `make demo` and `make test`.
+SHELL := /bin/bash
+SWIFT ?= swift
+DEBUG_BIN := $(CURDIR)/.build/debug
+RELEASE_BIN := $(CURDIR)/.build/release
+
+.PHONY: all bootstrap build release test demo bench clean
+
+all: build
+
+## bootstrap: install the system packages (Debian 12, as root; idempotent).
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+## build: debug build of everything.
+build: bootstrap
+	$(SWIFT) build
+
+release: bootstrap
+	$(SWIFT) build -c release --product replayd
+	$(SWIFT) build -c release --product replay
+	$(SWIFT) build -c release --product replay-testcontent
+
+## test: install what tests need, build, run every test (unit, in-process C, whole system).
+test: bootstrap
+	$(SWIFT) build --build-tests
+	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build
+
+## demo: record 10 s of the screen (a virtual display with moving content and sound when there is none).
+demo: release
+	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
+
+## bench: the benchmarks against ffmpeg (slow; never part of `make test`).
+bench: release
+	ORK_BIN_DIR=$(RELEASE_BIN) bash Benchmarks/run.sh
+
+clean:
+	rm -rf .build

@@ -1,0 +1,102 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Every target of ours is Swift 6 with complete strict concurrency, and imports are internal unless
+/// said otherwise, so that no public API can show a C type.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "OpenReplayKit",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "replayd", targets: ["replayd"]),
+        .executable(name: "replay", targets: ["replay"]),
+        .executable(name: "broadcast-service", targets: ["broadcast-service"]),
+        .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    ],
+    targets: [
+        // MARK: C libraries, each behind one system-library target found by pkg-config.
+        .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev"])]),
+        .systemLibrary(name: "CXCB", pkgConfig: "xcb-shm",
+                       providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-damage0-dev", "libxcb-randr0-dev", "libxcb-composite0-dev", "libxcb-shape0-dev"])]),
+        .systemLibrary(name: "CPulse", pkgConfig: "libpulse", providers: [.apt(["libpulse-dev"])]),
+        .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),
+        .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        // The one C target: macros, variadic callbacks and socket calls Swift cannot express.
+        .target(name: "CReplayShim", dependencies: ["CFFmpeg", "CXCB"],
+                linkerSettings: ["avutil", "xcb", "xcb-shm", "xcb-xfixes", "xcb-damage", "xcb-randr", "xcb-composite"]
+                    .map { LinkerSetting.linkedLibrary($0) }),
+
+        // MARK: Our modules, layered: pure values at the bottom, C-backed implementations above.
+        .target(name: "ReplayMedia",
+                dependencies: ["CFFmpeg", "CYUV", "CReplayShim", .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .target(name: "ReplayCapture",
+                dependencies: ["ReplayMedia", "CXCB", "CPulse", "CCairo", "CYUV", "CReplayShim",
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .target(name: "ReplayIPC",
+                dependencies: [.product(name: "NIOCore", package: "swift-nio"),
+                               .product(name: "NIOPosix", package: "swift-nio"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .target(name: "ReplayDaemon",
+                dependencies: ["ReplayMedia", "ReplayCapture", "ReplayIPC", "CReplayShim",
+                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "replayd",
+                          dependencies: ["ReplayDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
+        .executableTarget(name: "replay",
+                          dependencies: ["ReplayIPC", "ReplayDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
+
+        // MARK: The reference broadcast service.
+        .target(name: "BroadcastService",
+                dependencies: ["CFFmpeg", "CReplayShim",
+                               .product(name: "Hummingbird", package: "hummingbird"),
+                               .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                               .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                               .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                               .product(name: "GRDB", package: "GRDB.swift"),
+                               .product(name: "PostgresNIO", package: "postgres-nio"),
+                               .product(name: "NIOCore", package: "swift-nio"),
+                               .product(name: "NIOPosix", package: "swift-nio"),
+                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                               .product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "broadcast-service",
+                          dependencies: ["BroadcastService", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
+
+        // MARK: Test support: real X content and sound, real servers.
+        .executableTarget(name: "replay-testcontent",
+                          dependencies: ["CXCB", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
+        .target(name: "ReplayTesting",
+                dependencies: [.product(name: "Logging", package: "swift-log")],
+                swiftSettings: swiftSettings),
+
+        .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "ReplayIPCTests", dependencies: ["ReplayIPC", "ReplayDaemon", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "BroadcastServiceTests", dependencies: ["BroadcastService", "ReplayTesting"], swiftSettings: swiftSettings),
+    ]
+)

@@ -1,0 +1,6 @@
+#ifndef CPULSE_SHIM_H
+#define CPULSE_SHIM_H
+#include <pulse/pulseaudio.h>
+#include <pulse/simple.h>
+#include <pulse/error.h>
+#endif

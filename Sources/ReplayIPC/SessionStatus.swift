@@ -1,0 +1,50 @@
+/// What a running (or just finished) session reports: `replay status`, the live status line.
+public struct SessionStatus: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable { case recording }
+    public enum State: String, Codable, Sendable { case starting, running, stopping, finished, failed }
+
+    public var id: String
+    public var kind: Kind
+    public var state: State
+    /// The uid-local pid of the client that started it (shown when a second one is refused).
+    public var clientPID: Int32
+    public var outputPath: String
+    public var display: String
+    public var width: Int
+    public var height: Int
+    public var framesPerSecond: Int
+    public var elapsedSeconds: Double
+    public var framesWritten: Int
+    public var framesDropped: Int
+    public var bytesWritten: Int64
+    public var microphoneOn: Bool
+    public var microphoneRecorded: Bool
+    public var systemAudioRecorded: Bool
+    public var encoder: String
+    public var warnings: [String]
+
+    public init(id: String, kind: Kind = .recording, state: State, clientPID: Int32, outputPath: String,
+                display: String, width: Int, height: Int, framesPerSecond: Int, elapsedSeconds: Double = 0,
+                framesWritten: Int = 0, framesDropped: Int = 0, bytesWritten: Int64 = 0,
+                microphoneOn: Bool = false, microphoneRecorded: Bool = false, systemAudioRecorded: Bool = false,
+                encoder: String = "", warnings: [String] = []) {
+        self.id = id
+        self.kind = kind
+        self.state = state
+        self.clientPID = clientPID
+        self.outputPath = outputPath
+        self.display = display
+        self.width = width
+        self.height = height
+        self.framesPerSecond = framesPerSecond
+        self.elapsedSeconds = elapsedSeconds
+        self.framesWritten = framesWritten
+        self.framesDropped = framesDropped
+        self.bytesWritten = bytesWritten
+        self.microphoneOn = microphoneOn
+        self.microphoneRecorded = microphoneRecorded
+        self.systemAudioRecorded = systemAudioRecorded
+        self.encoder = encoder
+        self.warnings = warnings
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every system package OpenReplayKit needs to build, test and run its demo.
+# Idempotent: safe to run again; it only installs what is missing. Needs root (or sudo).
+set -euo pipefail
+
+BUILD_PACKAGES=(
+  pkg-config
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev libx264-dev libyuv-dev
+  libxcb1-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libxcb-randr0-dev
+  libxcb-composite0-dev libxcb-shape0-dev libxcb-res0-dev
+  libcairo2-dev
+  libpulse-dev
+  libsqlite3-dev
+)
+TEST_PACKAGES=(
+  xvfb x11-utils xdotool
+  pulseaudio pulseaudio-utils sox
+  ffmpeg
+  nginx-light libnginx-mod-rtmp
+  chromium fonts-dejavu-core
+)
+
+want=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "bootstrap: all ${#want[@]} system packages are installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "bootstrap: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "bootstrap: installing ${#missing[@]} packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "bootstrap: done"
