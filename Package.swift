@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "replay", targets: ["replay"]),
         .executable(name: "broadcast-service", targets: ["broadcast-service"]),
         .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
+        .executable(name: "replay-bench", targets: ["replay-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -35,7 +36,8 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CXCB", pkgConfig: "xcb-shm",
                        providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-damage0-dev", "libxcb-randr0-dev", "libxcb-composite0-dev", "libxcb-shape0-dev"])]),
-        .systemLibrary(name: "CPulse", pkgConfig: "libpulse", providers: [.apt(["libpulse-dev"])]),
+        // libpulse.pc adds -pthread/-D_REENTRANT, which SwiftPM refuses with a warning: headers are in /usr/include anyway.
+        .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         // The one C target: macros, variadic callbacks and socket calls Swift cannot express.
@@ -86,6 +88,12 @@ let package = Package(
                           dependencies: ["BroadcastService", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
 
+        // MARK: Benchmarks (make bench)
+        .executableTarget(name: "replay-bench", dependencies: ["ReplayDaemon", "ReplayIPC",
+                                                               .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                                               .product(name: "Logging", package: "swift-log")],
+                          path: "Benchmarks/ReplayBench", swiftSettings: swiftSettings),
+
         // MARK: Test support: real X content and sound, real servers.
         .executableTarget(name: "replay-testcontent",
                           dependencies: ["CXCB", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -97,6 +105,9 @@ let package = Package(
         .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayIPCTests", dependencies: ["ReplayIPC", "ReplayDaemon", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "BroadcastServiceTests", dependencies: ["BroadcastService", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "BroadcastServiceTests",
+                    dependencies: ["BroadcastService", "ReplayTesting",
+                                   .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],
+                    exclude: ["Fixtures"], swiftSettings: swiftSettings),
     ]
 )

@@ -1,0 +1,382 @@
+import CXCB
+import CYUV
+import CReplayShim
+package import ReplayMedia
+package import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Captures an X11 screen (or a region of it) into an I420 `VideoFrame`, doing only the work
+/// that what changed needs:
+/// - XDamage says which part of the screen changed; only that part is read (MIT-SHM) and converted
+///   (libyuv). A static screen costs one damage check and one cursor query per tick.
+/// - The cursor (XFixes) is composited in, with the pixels beneath kept to undo it next frame.
+/// - Windows passed to `exclude(window:)` (replayd's own indicator) are left out: what lies beneath
+///   them is recomposed from the other windows' Composite pixmaps.
+/// - RandR: when the screen size changes, the recording keeps its size; the new screen is scaled
+///   to fit, letterboxed.
+///
+/// After `init`, used only by the capture thread (`update()`); `exclude(window:)` may be called
+/// from any thread.
+package final class ScreenCapture: @unchecked Sendable {
+    package let outputWidth: Int
+    package let outputHeight: Int
+    /// The picture, up to date after each `update()` that returned true.
+    package let current: VideoFrame
+
+    private let x: XConnection
+    private let logger: Logger
+    /// The captured rectangle in root coordinates.
+    private var source: PixelRect
+    private let explicitRegion: Bool
+    private var canvas: SharedImage          // BGRX pixels of `source`, what the recording shows
+    private var scratch: SharedImage         // damage reads land here first
+    private var scaled: UnsafeMutablePointer<UInt8>?  // output-size BGRX after a RandR change
+    private let damage: xcb_damage_damage_t
+    private let damageRegion: xcb_xfixes_region_t
+    private let damageEvent: Int
+    private let randrEvent: Int
+    private var needsFullRead = true
+
+    private var cursorSerial: UInt32 = 0
+    private var cursorPixels: [UInt32] = []
+    private var cursorSize = (width: 0, height: 0)
+    private var cursorHot = (x: 0, y: 0)
+    private var cursorPosition = (x: Int.min, y: Int.min)
+    private var cursorRect: PixelRect?       // canvas coordinates where it is drawn now
+    private var saveUnder: [UInt32] = []
+
+    private let excludedWindows = Mutex<[UInt32]>([])
+    private var excludedRects: [PixelRect] = []   // root coordinates
+    private var excludedCheckedAt: Int64 = 0
+    private var redirected: Set<UInt32> = []
+
+    /// Opens `display` and prepares to capture `region` (root coordinates; nil for the whole screen).
+    package init(display: String, region: PixelRect?, logger: Logger) throws(CaptureError) {
+        let x: XConnection
+        do { x = try XConnection(display: display) } catch { throw CaptureError(.unknownDisplay, error.message) }
+        let connection = x.connection
+        guard ork_xcb_has_shm(connection) != 0 else {
+            throw CaptureError(.unsupported, "X display \(display) has no MIT-SHM extension; replayd needs it to read the screen")
+        }
+        let depth = x.screen.pointee.root_depth
+        guard depth == 24 || depth == 32, x.bitsPerPixel(depth: depth) == 32 else {
+            throw CaptureError(.unsupported, "X display \(display) has depth \(depth); replayd records 24- and 32-bit displays")
+        }
+        let screen = x.rootSize()
+        let full = PixelRect(x: 0, y: 0, width: screen.width, height: screen.height)
+        let wanted = region ?? full
+        guard wanted.width >= 2, wanted.height >= 2, full.contains(wanted) else {
+            throw CaptureError(.regionOutsideScreen,
+                               "the region \(wanted.width)x\(wanted.height)+\(wanted.x)+\(wanted.y) is not inside the screen of \(display) (\(screen.width)x\(screen.height)); give a --region within it")
+        }
+        let damageEvent = Int(ork_xcb_damage_first_event(connection))
+        let fixesEvent = Int(ork_xcb_xfixes_first_event(connection))
+        guard damageEvent >= 0, fixesEvent >= 0 else {
+            throw CaptureError(.unsupported, "X display \(display) lacks DAMAGE or XFIXES, which replayd needs")
+        }
+        free(xcb_xfixes_query_version_reply(connection, xcb_xfixes_query_version(connection, 4, 0), nil))
+        free(xcb_damage_query_version_reply(connection, xcb_damage_query_version(connection, 1, 1), nil))
+        let byteCount = wanted.width * wanted.height * 4
+        guard let canvas = SharedImage(owner: x, byteCount: byteCount),
+              let scratch = SharedImage(owner: x, byteCount: byteCount) else {
+            throw CaptureError(.unsupported, "cannot share memory with the X server of \(display) (MIT-SHM attach failed)")
+        }
+        self.x = x
+        self.logger = logger
+        self.source = wanted
+        self.explicitRegion = region != nil
+        self.canvas = canvas
+        self.scratch = scratch
+        self.outputWidth = wanted.width & ~1
+        self.outputHeight = wanted.height & ~1
+        self.current = VideoFrame(width: wanted.width & ~1, height: wanted.height & ~1)
+        self.damageEvent = damageEvent
+        self.damage = xcb_generate_id(connection)
+        xcb_damage_create(connection, damage, x.root, UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue))
+        self.damageRegion = xcb_generate_id(connection)
+        xcb_xfixes_create_region(connection, damageRegion, 0, nil)
+        let randr = Int(ork_xcb_randr_first_event(connection))
+        self.randrEvent = randr
+        if randr >= 0 {
+            free(xcb_randr_query_version_reply(connection, xcb_randr_query_version(connection, 1, 5), nil))
+            xcb_randr_select_input(connection, x.root, UInt16(XCB_RANDR_NOTIFY_MASK_SCREEN_CHANGE.rawValue))
+        }
+        xcb_flush(connection)
+    }
+
+    deinit {
+        xcb_damage_destroy(x.connection, damage)
+        xcb_xfixes_destroy_region(x.connection, damageRegion)
+        xcb_flush(x.connection)
+        scaled?.deallocate()
+    }
+
+    /// Leaves `window` out of every frame from now on.
+    package func exclude(window: UInt32) {
+        excludedWindows.withLock { $0.append(window) }
+    }
+
+    /// Brings `current` up to date. Returns false when nothing visible changed (no work was done).
+    package func update() throws(CaptureError) -> Bool {
+        let connection = x.connection
+        guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost") }
+        var damaged = false
+        while let event = xcb_poll_for_event(connection) {
+            let type = Int(event.pointee.response_type & 0x7f)
+            if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
+                damaged = true
+            } else if randrEvent >= 0, type == randrEvent + Int(XCB_RANDR_SCREEN_CHANGE_NOTIFY) {
+                screenChanged()
+            }
+            free(event)
+        }
+        var read: PixelRect?
+        if needsFullRead {
+            read = PixelRect(x: 0, y: 0, width: source.width, height: source.height)
+            if damaged { _ = takeDamage() }
+        } else if damaged {
+            read = takeDamage()?.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds)
+            if read?.isEmpty == true { read = nil }
+        }
+        let cursorMoved = refreshCursor()
+        if read == nil && !cursorMoved { return false }
+
+        var dirty = PixelRect(x: 0, y: 0, width: 0, height: 0)
+        if let old = cursorRect {
+            restoreUnderCursor(old)
+            dirty = dirty.union(old)
+            cursorRect = nil
+        }
+        if let read {
+            readScreen(read)
+            needsFullRead = false
+            dirty = dirty.union(read)
+            for excluded in excludedRectangles() {
+                let area = excluded.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds)
+                if !area.isEmpty, !area.intersection(read).isEmpty {
+                    recomposeBeneath(area)
+                    dirty = dirty.union(area)
+                }
+            }
+        }
+        if let drawn = drawCursor() { dirty = dirty.union(drawn) }
+        convert(rows: dirty.y..<dirty.maxY)
+        return true
+    }
+
+    private var canvasBounds: PixelRect { PixelRect(x: 0, y: 0, width: source.width, height: source.height) }
+    private var canvasPixels: UnsafeMutablePointer<UInt32> { canvas.address.assumingMemoryBound(to: UInt32.self) }
+
+    /// Takes the accumulated damage from the server; its bounding box in root coordinates.
+    private func takeDamage() -> PixelRect? {
+        let connection = x.connection
+        xcb_damage_subtract(connection, damage, 0, damageRegion)
+        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return nil }
+        defer { free(reply) }
+        let e = reply.pointee.extents
+        let rect = PixelRect(x: Int(e.x), y: Int(e.y), width: Int(e.width), height: Int(e.height))
+        return rect.isEmpty ? nil : rect
+    }
+
+    private func readScreen(_ rect: PixelRect) {
+        let rootRect = rect.offsetBy(dx: source.x, dy: source.y)
+        let screen = x.rootSize()
+        let visible = rootRect.intersection(PixelRect(x: 0, y: 0, width: screen.width, height: screen.height))
+        if visible != rootRect { fill(rect, with: 0) }
+        guard !visible.isEmpty else { return }
+        let local = visible.offsetBy(dx: -source.x, dy: -source.y)
+        if local == canvasBounds {
+            if !canvas.read(x.root, visible) { logger.debug("screen read failed") }
+            return
+        }
+        guard scratch.read(x.root, visible) else { return }
+        copy(from: scratch.address.assumingMemoryBound(to: UInt32.self), stride: local.width, into: local)
+    }
+
+    private func copy(from pixels: UnsafePointer<UInt32>, stride: Int, into rect: PixelRect) {
+        let target = canvasPixels
+        for row in 0..<rect.height {
+            (target + (rect.y + row) * source.width + rect.x).update(from: pixels + row * stride, count: rect.width)
+        }
+    }
+
+    private func fill(_ rect: PixelRect, with value: UInt32) {
+        let target = canvasPixels
+        for row in rect.y..<rect.maxY {
+            (target + row * source.width + rect.x).update(repeating: value, count: rect.width)
+        }
+    }
+
+    // MARK: Cursor
+
+    /// Asks XFixes where the cursor is and, when it changed shape, what it looks like.
+    private func refreshCursor() -> Bool {
+        let connection = x.connection
+        guard let reply = xcb_xfixes_get_cursor_image_reply(connection, xcb_xfixes_get_cursor_image(connection), nil) else { return false }
+        defer { free(reply) }
+        let c = reply.pointee
+        let position = (x: Int(c.x) - Int(c.xhot) - source.x, y: Int(c.y) - Int(c.yhot) - source.y)
+        let moved = position != cursorPosition || c.cursor_serial != cursorSerial
+        if c.cursor_serial != cursorSerial || cursorPixels.count != Int(c.width) * Int(c.height) {
+            let count = Int(c.width) * Int(c.height)
+            let image = xcb_xfixes_get_cursor_image_cursor_image(reply)!
+            cursorPixels = Array(UnsafeBufferPointer(start: image, count: count))
+            cursorSize = (Int(c.width), Int(c.height))
+            cursorHot = (Int(c.xhot), Int(c.yhot))
+            cursorSerial = c.cursor_serial
+        }
+        cursorPosition = position
+        return moved
+    }
+
+    private func restoreUnderCursor(_ rect: PixelRect) {
+        saveUnder.withUnsafeBufferPointer { saved in
+            copy(from: saved.baseAddress!, stride: rect.width, into: rect)
+        }
+    }
+
+    /// Blends the cursor (premultiplied ARGB) into the canvas; returns where.
+    private func drawCursor() -> PixelRect? {
+        let full = PixelRect(x: cursorPosition.x, y: cursorPosition.y, width: cursorSize.width, height: cursorSize.height)
+        let rect = full.intersection(canvasBounds)
+        guard !rect.isEmpty else { return nil }
+        let target = canvasPixels
+        saveUnder.removeAll(keepingCapacity: true)
+        for row in rect.y..<rect.maxY {
+            saveUnder.append(contentsOf: UnsafeBufferPointer(start: target + row * source.width + rect.x, count: rect.width))
+        }
+        for row in rect.y..<rect.maxY {
+            let line = target + row * source.width
+            let cursorRow = (row - full.y) * cursorSize.width - full.x
+            for column in rect.x..<rect.maxX {
+                let s = cursorPixels[cursorRow + column]
+                let alpha = s >> 24
+                if alpha == 0 { continue }
+                if alpha == 255 { line[column] = s; continue }
+                let d = line[column]
+                let inverse = 255 - alpha
+                let r = (s >> 16 & 0xff) + ((d >> 16 & 0xff) * inverse) / 255
+                let g = (s >> 8 & 0xff) + ((d >> 8 & 0xff) * inverse) / 255
+                let b = (s & 0xff) + ((d & 0xff) * inverse) / 255
+                line[column] = 0xff00_0000 | min(r, 255) << 16 | min(g, 255) << 8 | min(b, 255)
+            }
+        }
+        cursorRect = rect
+        return rect
+    }
+
+    // MARK: Excluded windows
+
+    /// Where the excluded windows are (root coordinates), looked up at most once a second.
+    private func excludedRectangles() -> [PixelRect] {
+        let windows = excludedWindows.withLock { $0 }
+        guard !windows.isEmpty else { return [] }
+        let now = MonotonicClock.now()
+        if now - excludedCheckedAt > 1_000_000_000 || excludedRects.count != windows.count {
+            excludedRects = windows.compactMap { x.rootRectangle(of: $0) }
+            excludedCheckedAt = now
+        }
+        return excludedRects
+    }
+
+    /// Repaints `area` (canvas coordinates) from the windows beneath the excluded ones, bottom to
+    /// top, reading each window's Composite pixmap (which holds its pixels even where covered).
+    private func recomposeBeneath(_ area: PixelRect) {
+        let connection = x.connection
+        fill(area, with: 0xff00_0000)
+        let excluded = Set(excludedWindows.withLock { $0 })
+        let rootArea = area.offsetBy(dx: source.x, dy: source.y)
+        guard let tree = xcb_query_tree_reply(connection, xcb_query_tree(connection, x.root), nil) else { return }
+        defer { free(tree) }
+        let children = UnsafeBufferPointer(start: xcb_query_tree_children(tree), count: Int(xcb_query_tree_children_length(tree)))
+        for window in children where !excluded.contains(window) {
+            guard let attributes = xcb_get_window_attributes_reply(connection, xcb_get_window_attributes(connection, window), nil) else { continue }
+            let viewable = attributes.pointee.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue)
+                && attributes.pointee._class != UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue)
+            free(attributes)
+            guard viewable,
+                  let geometry = xcb_get_geometry_reply(connection, xcb_get_geometry(connection, window), nil) else { continue }
+            let border = Int(geometry.pointee.border_width)
+            let depth = geometry.pointee.depth
+            let outer = PixelRect(x: Int(geometry.pointee.x), y: Int(geometry.pointee.y),
+                                  width: Int(geometry.pointee.width) + 2 * border, height: Int(geometry.pointee.height) + 2 * border)
+            free(geometry)
+            let part = rootArea.intersection(outer)
+            guard !part.isEmpty, depth == 24 || depth == 32 else { continue }
+            if !redirected.contains(window) {
+                xcb_composite_redirect_window(connection, window, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue))
+                redirected.insert(window)
+            }
+            let pixmap = xcb_generate_id(connection)
+            xcb_composite_name_window_pixmap(connection, window, pixmap)
+            let cookie = xcb_get_image(connection, UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue), pixmap,
+                                       Int16(part.x - outer.x), Int16(part.y - outer.y), UInt16(part.width), UInt16(part.height), ~0)
+            let image = xcb_get_image_reply(connection, cookie, nil)
+            xcb_free_pixmap(connection, pixmap)
+            guard let image else { continue }
+            defer { free(image) }
+            guard Int(xcb_get_image_data_length(image)) >= part.area * 4, let data = xcb_get_image_data(image) else { continue }
+            let pixels = UnsafeRawPointer(data).assumingMemoryBound(to: UInt32.self)
+            copy(from: pixels, stride: part.width, into: part.offsetBy(dx: -source.x, dy: -source.y))
+            // Depth-24 pixmaps leave the top byte undefined; the canvas keeps it opaque.
+        }
+    }
+
+    // MARK: Size changes (RandR)
+
+    private func screenChanged() {
+        let screen = x.rootSize()
+        let full = PixelRect(x: 0, y: 0, width: screen.width, height: screen.height)
+        needsFullRead = true
+        cursorRect = nil
+        guard !explicitRegion, full.width != source.width || full.height != source.height else { return }
+        guard let newCanvas = SharedImage(owner: x, byteCount: full.area * 4),
+              let newScratch = SharedImage(owner: x, byteCount: full.area * 4) else {
+            logger.error("the screen changed to \(full.width)x\(full.height) and its memory could not be shared; the recording keeps the old area")
+            return
+        }
+        logger.notice("the screen changed to \(full.width)x\(full.height); the recording stays \(outputWidth)x\(outputHeight), the screen scaled to fit")
+        canvas = newCanvas
+        scratch = newScratch
+        source = full
+        if scaled == nil {
+            scaled = UnsafeMutablePointer<UInt8>.allocate(capacity: outputWidth * outputHeight * 4)
+        }
+    }
+
+    // MARK: Conversion
+
+    private func convert(rows: Range<Int>) {
+        guard !rows.isEmpty else { return }
+        let bytes = UnsafePointer(canvas.address.assumingMemoryBound(to: UInt8.self))
+        guard source.width != outputWidth && source.width != outputWidth + 1 || source.height != outputHeight && source.height != outputHeight + 1,
+              let scaled else {
+            current.convert(fromBGRA: bytes, stride: source.width * 4, rows: rows.clamped(to: 0..<outputHeight))
+            return
+        }
+        // Letterbox: keep the aspect ratio, centre, black around.
+        let scale = min(Double(outputWidth) / Double(source.width), Double(outputHeight) / Double(source.height))
+        let w = max(2, Int(Double(source.width) * scale) & ~1), h = max(2, Int(Double(source.height) * scale) & ~1)
+        let ox = (outputWidth - w) / 2, oy = (outputHeight - h) / 2
+        let stride = outputWidth * 4
+        UnsafeMutableRawPointer(scaled).initializeMemory(as: UInt32.self, repeating: 0xff00_0000, count: outputWidth * outputHeight)
+        _ = ARGBScale(bytes, Int32(source.width * 4), Int32(source.width), Int32(source.height),
+                      scaled + oy * stride + ox * 4, Int32(stride), Int32(w), Int32(h), kFilterBilinear)
+        current.convert(fromBGRA: scaled, stride: stride, rows: 0..<outputHeight)
+    }
+}
+
+/// Why the screen cannot be captured.
+package struct CaptureError: Error, Sendable, CustomStringConvertible {
+    package enum Kind: Sendable { case unknownDisplay, regionOutsideScreen, unsupported, lost }
+    package var kind: Kind
+    package var message: String
+    package init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+    package var description: String { message }
+}

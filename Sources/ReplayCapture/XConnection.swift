@@ -1,0 +1,123 @@
+import CXCB
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why an X display cannot be used.
+public struct XDisplayError: Error, Sendable, CustomStringConvertible {
+    public var display: String
+    public var message: String
+    public var description: String { message }
+}
+
+/// One XCB connection and the screen it was opened for. The sole owner of the `xcb_connection_t`;
+/// used by one thread at a time (its owner's capture or event thread).
+package final class XConnection: @unchecked Sendable {
+    let connection: OpaquePointer
+    let screen: UnsafeMutablePointer<xcb_screen_t>
+    package let displayName: String
+
+    package init(display: String) throws(XDisplayError) {
+        var screenNumber: Int32 = 0
+        guard let connection = xcb_connect(display, &screenNumber) else {
+            throw XDisplayError(display: display, message: "cannot open X display \(display)")
+        }
+        if xcb_connection_has_error(connection) != 0 {
+            xcb_disconnect(connection)
+            throw XDisplayError(display: display,
+                                message: "cannot open X display \(display): no X server answers there (check --display or DISPLAY)")
+        }
+        var iterator = xcb_setup_roots_iterator(xcb_get_setup(connection))
+        var index: Int32 = 0
+        while index < screenNumber, iterator.rem > 0 {
+            xcb_screen_next(&iterator)
+            index += 1
+        }
+        guard iterator.rem > 0, let screen = iterator.data else {
+            xcb_disconnect(connection)
+            throw XDisplayError(display: display, message: "X display \(display) has no screen \(screenNumber)")
+        }
+        self.connection = connection
+        self.screen = screen
+        self.displayName = display
+    }
+
+    deinit {
+        xcb_disconnect(connection)
+    }
+
+    var root: xcb_window_t { screen.pointee.root }
+    package var hasFailed: Bool { xcb_connection_has_error(connection) != 0 }
+
+    /// The root window's current size (it changes with RandR).
+    package func rootSize() -> (width: Int, height: Int) {
+        let cookie = xcb_get_geometry(connection, root)
+        guard let reply = xcb_get_geometry_reply(connection, cookie, nil) else {
+            return (Int(screen.pointee.width_in_pixels), Int(screen.pointee.height_in_pixels))
+        }
+        defer { free(reply) }
+        return (Int(reply.pointee.width), Int(reply.pointee.height))
+    }
+
+    /// Bits per pixel the server uses for `depth` in ZPixmap images.
+    package func bitsPerPixel(depth: UInt8) -> Int {
+        let setup = xcb_get_setup(connection)
+        var iterator = xcb_setup_pixmap_formats_iterator(setup)
+        while iterator.rem > 0 {
+            if let format = iterator.data, format.pointee.depth == depth { return Int(format.pointee.bits_per_pixel) }
+            xcb_format_next(&iterator)
+        }
+        return 0
+    }
+
+    /// A window's rectangle in root coordinates, or nil when it is gone or unmapped.
+    func rootRectangle(of window: xcb_window_t) -> PixelRect? {
+        guard let attributes = xcb_get_window_attributes_reply(connection, xcb_get_window_attributes(connection, window), nil) else { return nil }
+        let viewable = attributes.pointee.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue)
+        free(attributes)
+        guard viewable,
+              let geometry = xcb_get_geometry_reply(connection, xcb_get_geometry(connection, window), nil) else { return nil }
+        defer { free(geometry) }
+        guard let translated = xcb_translate_coordinates_reply(connection, xcb_translate_coordinates(connection, window, root, 0, 0), nil) else { return nil }
+        defer { free(translated) }
+        let border = Int(geometry.pointee.border_width)
+        return PixelRect(x: Int(translated.pointee.dst_x) - border, y: Int(translated.pointee.dst_y) - border,
+                         width: Int(geometry.pointee.width) + 2 * border, height: Int(geometry.pointee.height) + 2 * border)
+    }
+}
+
+/// An integer rectangle of pixels.
+package struct PixelRect: Sendable, Equatable {
+    package var x: Int
+    package var y: Int
+    package var width: Int
+    package var height: Int
+
+    package init(x: Int, y: Int, width: Int, height: Int) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+
+    package var isEmpty: Bool { width <= 0 || height <= 0 }
+    package var maxX: Int { x + width }
+    package var maxY: Int { y + height }
+    package var area: Int { isEmpty ? 0 : width * height }
+
+    package func intersection(_ other: PixelRect) -> PixelRect {
+        let x0 = max(x, other.x), y0 = max(y, other.y)
+        let x1 = min(maxX, other.maxX), y1 = min(maxY, other.maxY)
+        return x1 > x0 && y1 > y0 ? PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) : PixelRect(x: 0, y: 0, width: 0, height: 0)
+    }
+
+    package func union(_ other: PixelRect) -> PixelRect {
+        if isEmpty { return other }
+        if other.isEmpty { return self }
+        let x0 = min(x, other.x), y0 = min(y, other.y)
+        return PixelRect(x: x0, y: y0, width: max(maxX, other.maxX) - x0, height: max(maxY, other.maxY) - y0)
+    }
+
+    package func offsetBy(dx: Int, dy: Int) -> PixelRect { PixelRect(x: x + dx, y: y + dy, width: width, height: height) }
+    package func contains(_ other: PixelRect) -> Bool { intersection(other) == other }
+}

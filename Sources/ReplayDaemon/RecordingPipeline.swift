@@ -1,0 +1,292 @@
+import ReplayIPC
+import ReplayMedia
+import ReplayCapture
+import Logging
+import Synchronization
+import Foundation
+
+/// The threads of one recording and what they share. Every C handle here has one owner thread
+/// while running: `capture` the capture thread, `videoEncoder` the video thread, `audioEncoders`
+/// the audio thread; `writer` serialises itself. Hence `@unchecked Sendable`.
+final class RecordingPipeline: @unchecked Sendable {
+    let options: RecordingOptions
+    let capture: ScreenCapture
+    private let videoEncoder: VideoEncoder
+    private let writer: MovieWriter
+    private let videoTrack: MovieWriter.TrackID
+    private let sources: [PulseAudioSource]
+    private let microphoneIndex: Int?
+    private let audioEncoders: [AudioEncoder]
+    private let audioTracks: [MovieWriter.TrackID]
+    private let logger: Logger
+
+    private let frames: BoundedQueue<VideoFrame>
+    private let freeFrames: BoundedQueue<VideoFrame>
+    private let mixer: Mutex<AudioMixer>
+    /// Where the microphone was switched on or off: (sample position, on).
+    private let microphoneSwitches = Mutex<[(position: Int64, on: Bool)]>([])
+    private let microphoneOn = Atomic<Bool>(true)
+
+    private let stopRequested = Atomic<Bool>(false)
+    private let startTime = Atomic<Int64>(0)
+    private let endTime = Atomic<Int64>(0)       // set when capture stops
+    private let framesWritten = Atomic<Int>(0)
+    private let framesDropped = Atomic<Int>(0)
+    private let failure = Mutex<ReplayError?>(nil)
+    private let ran = Atomic<Bool>(false)
+
+    private static let audioWait = 14_400   // samples (300 ms) a late source is waited for, at first
+    private static let maximumAudioWait = 144_000   // and at most (3 s)
+
+    init(options: RecordingOptions, capture: ScreenCapture, encoder: VideoEncoder, sources: [PulseAudioSource],
+         microphoneIndex: Int?, writer: MovieWriter, logger: Logger) throws(MediaError) {
+        self.options = options
+        self.capture = capture
+        self.videoEncoder = encoder
+        self.writer = writer
+        self.sources = sources
+        self.microphoneIndex = microphoneIndex
+        self.logger = logger
+        videoTrack = writer.addTrack(for: encoder)
+        let trackCount = sources.isEmpty ? 0 : (options.separateAudioTracks ? sources.count : 1)
+        var encoders: [AudioEncoder] = []
+        var tracks: [MovieWriter.TrackID] = []
+        for _ in 0..<trackCount {
+            let audio = try AudioEncoder(logger: logger)
+            encoders.append(audio)
+            tracks.append(writer.addTrack(for: audio))
+        }
+        audioEncoders = encoders
+        audioTracks = tracks
+        mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024, maximumWait: Self.audioWait))
+        let queueDepth = 4
+        frames = BoundedQueue(capacity: queueDepth)
+        freeFrames = BoundedQueue(capacity: queueDepth + 1)
+        for _ in 0...queueDepth {
+            _ = freeFrames.push(VideoFrame(width: capture.outputWidth, height: capture.outputHeight))
+        }
+    }
+
+    func requestStop() {
+        stopRequested.store(true, ordering: .releasing)
+    }
+
+    func setMicrophone(on: Bool) {
+        guard microphoneOn.exchange(on, ordering: .acquiringAndReleasing) != on else { return }
+        let start = startTime.load(ordering: .acquiring)
+        let position = start == 0 ? 0 : samples(since: start, at: MonotonicClock.now())
+        microphoneSwitches.withLock { $0.append((position, on)) }
+        logger.info("microphone \(on ? "on" : "off") at \(Double(position) / 48_000) s")
+    }
+
+    func statistics() -> RecordingStatistics {
+        var statistics = RecordingStatistics()
+        let start = startTime.load(ordering: .acquiring)
+        if start != 0 {
+            let end = endTime.load(ordering: .acquiring)
+            statistics.elapsedSeconds = Double((end != 0 ? end : MonotonicClock.now()) - start) / 1e9
+        }
+        statistics.framesWritten = framesWritten.load(ordering: .relaxed)
+        statistics.framesDropped = framesDropped.load(ordering: .relaxed)
+        statistics.bytesWritten = writer.bytesWritten
+        statistics.microphoneOn = microphoneIndex != nil && microphoneOn.load(ordering: .relaxed)
+        return statistics
+    }
+
+    /// Records until stopped; returns the error that ended it, if any. The file is finished either way.
+    func run() async -> ReplayError? {
+        guard !ran.exchange(true, ordering: .acquiringAndReleasing) else { return ReplayError(.internal, "a recording runs once") }
+        do {
+            try writer.start()
+        } catch {
+            return ReplayError.from(error)
+        }
+        let start = MonotonicClock.now()
+        startTime.store(start, ordering: .releasing)
+        for (index, source) in sources.enumerated() {
+            source.start { [self] anchor, offset, samples, latency in
+                let position = Self.samples(from: start, to: anchor) + offset
+                // Wait for a bursty source as long as its latency says, plus 100 ms, at most 3 s.
+                let wait = min(Self.maximumAudioWait, Int(Self.samples(from: 0, to: latency)) + 4_800)
+                self.mixer.withLock { mixer in
+                    if wait > mixer.maximumWait { mixer.maximumWait = wait }
+                    mixer.append(source: index, position: position, samples: samples)
+                }
+            }
+        }
+        let group = DispatchGroup()
+        spawn("replayd-capture", group) { self.captureLoop(start: start) }
+        spawn("replayd-video", group) { self.videoLoop(start: start) }
+        if !audioEncoders.isEmpty { spawn("replayd-audio", group) { self.audioLoop(start: start) } }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            group.notify(queue: .global()) { continuation.resume() }
+        }
+        do {
+            try writer.finish()
+        } catch {
+            record(ReplayError.from(error))
+        }
+        let counters = mixer.withLock { $0.perSourceCounters }
+        for (source, counter) in zip(sources, counters) where counter != AudioMixer.Counters() {
+            logger.info("audio \(source.device): \(counter.silenceFilled) samples of silence filled in, \(counter.discarded) late samples discarded")
+        }
+        logger.info("recording finished: \(framesWritten.load(ordering: .relaxed)) frames, \(framesDropped.load(ordering: .relaxed)) dropped, \(writer.bytesWritten) bytes")
+        return failure.withLock { $0 }
+    }
+
+    private func spawn(_ name: String, _ group: DispatchGroup, _ body: @escaping @Sendable () -> Void) {
+        group.enter()
+        let thread = Thread {
+            body()
+            group.leave()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    private func record(_ error: ReplayError) {
+        failure.withLock { if $0 == nil { $0 = error } }
+        logger.error("\(error.message)")
+        requestStop()
+    }
+
+    // MARK: Capture thread
+
+    private func captureLoop(start: Int64) {
+        let fps = Int64(options.framesPerSecond)
+        let interval = 1_000_000_000 / fps
+        // Frame n is due at start + n/fps exactly: no rounding error accumulates.
+        let frameLimit = options.durationSeconds.map { Int64(($0 * Double(fps)).rounded()) }
+        var index: Int64 = 0
+        var tick = start
+        var lastSent = Int64.min
+        defer {
+            endTime.store(tick, ordering: .releasing)
+            frames.close()
+        }
+        while true {
+            tick = start + index * 1_000_000_000 / fps
+            if let frameLimit, index >= frameLimit { return }
+            MonotonicClock.sleep(until: tick)
+            let stopping = stopRequested.load(ordering: .acquiring)
+            let late = MonotonicClock.now() - tick
+            if late >= interval, !stopping {
+                // Behind by whole frames (the machine was busy): skip them, counted.
+                let missed = late / interval
+                framesDropped.add(Int(missed), ordering: .relaxed)
+                index += missed
+                tick = start + index * 1_000_000_000 / fps
+                if let frameLimit, index >= frameLimit { return }
+            }
+            var changed = false
+            do {
+                changed = try capture.update()
+            } catch {
+                record(ReplayError(.captureFailed, "\(error.message); the recording stopped and the file was finished"))
+                return
+            }
+            // A picture when it changed; a repeat at least once a second (fragments keep coming) and at the end.
+            if changed || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
+                if let frame = freeFrames.pop() {
+                    frame.copy(from: capture.current)
+                    frame.timestamp = tick
+                    frame.tick = index
+                    if frames.push(frame) {
+                        lastSent = tick
+                    } else {
+                        _ = freeFrames.push(frame)
+                        framesDropped.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+            if stopping { return }
+            index += 1
+        }
+    }
+
+    // MARK: Video thread
+
+    private func videoLoop(start: Int64) {
+        var failed = false
+        while let frame = frames.pop() {
+            defer { _ = freeFrames.push(frame) }
+            guard !failed else { continue }
+            do {
+                try writer.encode(frame, pts: frame.tick, with: videoEncoder, to: videoTrack)
+                framesWritten.add(1, ordering: .relaxed)
+            } catch {
+                failed = true
+                record(ReplayError.from(error))
+            }
+        }
+        guard !failed else { return }
+        do {
+            try writer.encode(nil as VideoFrame?, pts: 0, with: videoEncoder, to: videoTrack)
+        } catch {
+            record(ReplayError.from(error))
+        }
+    }
+
+    // MARK: Audio thread
+
+    /// Cuts, mixes and encodes audio blocks on the media clock until the end of the video; at the
+    /// end it waits (as long as the sources' latency needs) for the sound of the last moments.
+    private func audioLoop(start: Int64) {
+        var failed = false
+        defer { for source in sources { source.stop() } }
+        while true {
+            MonotonicClock.sleep(until: MonotonicClock.now() + 10_000_000)
+            let end = endTime.load(ordering: .acquiring)
+            let endPosition = end == 0 ? Int64.max : Self.samples(from: start, to: end)
+            let now = samples(since: start, at: MonotonicClock.now())
+            while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
+                guard !failed else { continue }
+                do { try encode(block) } catch {
+                    failed = true
+                    record(ReplayError.from(error))
+                }
+            }
+            if end != 0, mixer.withLock({ $0.cursor }) >= endPosition { break }
+        }
+        guard !failed else { return }
+        for (encoder, track) in zip(audioEncoders, audioTracks) {
+            do { try writer.encode(nil as UnsafeBufferPointer<Float>?, pts: 0, with: encoder, to: track) } catch {
+                record(ReplayError.from(error))
+                return
+            }
+        }
+    }
+
+    private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
+        let microphoneGain: Float = microphoneActive(at: block.position) ? 1 : 0
+        let gains = sources.indices.map { $0 == microphoneIndex ? microphoneGain : 1 }
+        if options.separateAudioTracks {
+            for (index, samples) in block.sources.enumerated() {
+                let scaled = gains[index] == 1 ? samples : AudioMixer.mix([samples], gains: [gains[index]])
+                try scaled.withUnsafeBufferPointer { buffer throws(MediaError) in
+                    try writer.encode(buffer, pts: block.position, with: audioEncoders[index], to: audioTracks[index])
+                }
+            }
+        } else {
+            let mixed = block.sources.count == 1 && gains[0] == 1 ? block.sources[0] : AudioMixer.mix(block.sources, gains: gains)
+            try mixed.withUnsafeBufferPointer { buffer throws(MediaError) in
+                try writer.encode(buffer, pts: block.position, with: audioEncoders[0], to: audioTracks[0])
+            }
+        }
+    }
+
+    private func microphoneActive(at position: Int64) -> Bool {
+        microphoneSwitches.withLock { switches in
+            switches.last { $0.position <= position }?.on ?? true
+        }
+    }
+
+    // MARK: Clock
+
+    private func samples(since start: Int64, at time: Int64) -> Int64 { Self.samples(from: start, to: time) }
+
+    static func samples(from start: Int64, to time: Int64) -> Int64 {
+        let nanoseconds = time - start
+        return (nanoseconds * 48 + (nanoseconds >= 0 ? 500_000 : -500_000)) / 1_000_000
+    }
+}

@@ -1,0 +1,125 @@
+/// Lines up PCM from several sources (system audio, microphone) on the recording's one timeline
+/// and cuts it into encoder blocks. Positions are sample counts since the recording started.
+///
+/// A source that falls behind is waited for up to `maximumWait` samples past a block's end; then
+/// its missing part is silence, and counted. Samples that come too late for a block already cut,
+/// and overlaps after a source re-anchors its clock, are discarded and counted too: nothing is lost
+/// without a number saying so. Pure value type: no I/O, no clock.
+package struct AudioMixer: Sendable {
+    package struct Counters: Sendable, Equatable {
+        /// Samples of silence put where a source had nothing (a gap, or a source too late).
+        package var silenceFilled = 0
+        /// Samples a source delivered too late (their block was already cut) or twice (overlap).
+        package var discarded = 0
+        package init() {}
+    }
+
+    private struct Source: Sendable {
+        var samples: [Float] = []      // interleaved
+        var start: Int64? = nil        // position of samples[0]
+        var end: Int64? { start.map { $0 + Int64(samples.count / AudioMixer.channels) } }
+    }
+
+    package static let channels = 2
+    package let blockSize: Int
+    /// How far past a block's end a missing source is waited for, in samples. Raised (never
+    /// lowered) to what the sources' latency needs: some deliver in bursts of up to seconds.
+    package var maximumWait: Int
+    private var sources: [Source]
+    /// Position of the next block to cut.
+    package private(set) var cursor: Int64 = 0
+    package private(set) var counters = Counters()
+    package private(set) var perSourceCounters: [Counters]
+
+    package init(sourceCount: Int, blockSize: Int, maximumWait: Int) {
+        self.blockSize = blockSize
+        self.maximumWait = maximumWait
+        self.sources = Array(repeating: Source(), count: sourceCount)
+        self.perSourceCounters = Array(repeating: Counters(), count: sourceCount)
+    }
+
+    /// Adds interleaved stereo samples of `source` whose first sample is at `position`.
+    package mutating func append(source index: Int, position: Int64, samples: some Collection<Float>) {
+        var position = position
+        var input = Array(samples)
+        // Before the recording's start (pre-roll) or for blocks already cut: too late.
+        if position < cursor {
+            let skip = Int(min(Int64(input.count / Self.channels), cursor - position))
+            if position + Int64(skip) > 0 { count(discarded: Int(position + Int64(skip) - max(position, 0)), source: index) }
+            input.removeFirst(skip * Self.channels)
+            position += Int64(skip)
+        }
+        guard !input.isEmpty else { return }
+        var source = sources[index]
+        if let end = source.end {
+            if position > end {
+                let gap = Int(position - end)
+                source.samples.append(contentsOf: repeatElement(0, count: gap * Self.channels))
+                count(silence: gap, source: index)
+            } else if position < end {
+                let overlap = min(Int(end - position), input.count / Self.channels)
+                input.removeFirst(overlap * Self.channels)
+                count(discarded: overlap, source: index)
+            }
+            source.samples.append(contentsOf: input)
+        } else {
+            if position > cursor {
+                // The first samples arrive after the start: what came before is silence.
+                source.start = cursor
+                source.samples = Array(repeating: 0, count: Int(position - cursor) * Self.channels)
+                source.samples.append(contentsOf: input)
+            } else {
+                source.start = position
+                source.samples = input
+            }
+        }
+        sources[index] = source
+    }
+
+    /// The next block, one array of `blockSize` interleaved stereo samples per source, if every
+    /// source has reached its end or `now` (the live position) is `maximumWait` past it.
+    package mutating func nextBlock(now: Int64) -> (position: Int64, sources: [[Float]])? {
+        let blockEnd = cursor + Int64(blockSize)
+        let allThere = sources.allSatisfy { ($0.end ?? Int64.min) >= blockEnd }
+        guard allThere || now >= blockEnd + Int64(maximumWait) else { return nil }
+        var blocks: [[Float]] = []
+        blocks.reserveCapacity(sources.count)
+        for index in sources.indices {
+            var block = [Float](repeating: 0, count: blockSize * Self.channels)
+            var source = sources[index]
+            // Invariant: a source that has started begins exactly at the cursor.
+            let have = source.start == nil ? 0 : min(blockSize, source.samples.count / Self.channels)
+            if have > 0 {
+                block.replaceSubrange(0..<(have * Self.channels), with: source.samples[0..<(have * Self.channels)])
+                source.samples.removeFirst(have * Self.channels)
+            }
+            if source.start != nil { source.start = blockEnd }
+            if have < blockSize { count(silence: blockSize - have, source: index) }
+            sources[index] = source
+            blocks.append(block)
+        }
+        let position = cursor
+        cursor = blockEnd
+        return (position, blocks)
+    }
+
+    private mutating func count(silence: Int, source: Int) {
+        counters.silenceFilled += silence
+        perSourceCounters[source].silenceFilled += silence
+    }
+
+    private mutating func count(discarded: Int, source: Int) {
+        counters.discarded += discarded
+        perSourceCounters[source].discarded += discarded
+    }
+
+    /// Adds `blocks` sample by sample into one block, clipped to [-1, 1]; `gains` per source (0 mutes).
+    package static func mix(_ blocks: [[Float]], gains: [Float]) -> [Float] {
+        guard var out = blocks.first.map({ [Float](repeating: 0, count: $0.count) }) else { return [] }
+        for (block, gain) in zip(blocks, gains) where gain != 0 {
+            for i in out.indices { out[i] += block[i] * gain }
+        }
+        for i in out.indices { out[i] = min(1, max(-1, out[i])) }
+        return out
+    }
+}

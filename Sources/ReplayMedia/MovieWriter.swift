@@ -1,0 +1,170 @@
+import CFFmpeg
+public import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// AVAssetWriter's role: a fragmented MP4 through libavformat. The header (an empty `moov`) goes
+/// out at `start()`, then a `moof`+`mdat` fragment at least every `fragmentDuration`, each flushed
+/// to the file at once: if the process dies, the file plays up to the last fragment.
+///
+/// Called from the video and audio encoder threads: one lock serialises them (the muxer is not
+/// thread-safe), which is why this class is `@unchecked Sendable`.
+public final class MovieWriter: @unchecked Sendable {
+    public struct TrackID: Hashable, Sendable { let index: Int32 }
+
+    public let path: String
+    private let context: UnsafeMutablePointer<AVFormatContext>
+    private let lock = Mutex<Void>(())
+    private var timeBases: [AVRational] = []
+    private var started = false
+    private var finished = false
+    private var failure: MediaError?
+    private let logger: Logger
+    private let bytes = Atomic<Int64>(0)
+
+    /// Creates the file, which must not exist yet (mode 0600: a recording is private).
+    public init(path: String, fragmentDuration: Double = 0.5, logger: Logger) throws(MediaError) {
+        self.path = path
+        self.logger = logger
+        let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            if code == EEXIST {
+                throw MediaError(.outputExists, "\(path) already exists: choose another name with -o, or remove it")
+            }
+            throw MediaError(.outputNotWritable, "cannot create \(path): \(String(cString: strerror(code))); choose a folder you can write to with -o")
+        }
+        close(fd)
+        var context: UnsafeMutablePointer<AVFormatContext>?
+        let status = avformat_alloc_output_context2(&context, nil, "mp4", path)
+        guard status >= 0, let context else {
+            unlink(path)
+            throw MediaError(.writeFailed, "cannot set up the MP4 muxer: \(AVErrorCode(rawValue: status))")
+        }
+        self.context = context
+        self.fragmentDurationMicroseconds = Int64(fragmentDuration * 1_000_000)
+        context.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
+        // Our timestamps are never negative (the AAC priming packet is left out): the muxer must not
+        // shift them by the first packet it happens to see, which would move one track against the other.
+        context.pointee.avoid_negative_ts = AVFMT_AVOID_NEG_TS_DISABLED
+    }
+
+    private let fragmentDurationMicroseconds: Int64
+
+    deinit {
+        if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
+        avformat_free_context(context)
+    }
+
+    /// Adds a track carrying what `encoder` produces. Before `start()`.
+    package func addTrack(for encoder: VideoEncoder) -> TrackID { addTrack(codec: encoder.context) }
+    package func addTrack(for encoder: AudioEncoder) -> TrackID { addTrack(codec: encoder.context) }
+
+    private func addTrack(codec: UnsafeMutablePointer<AVCodecContext>) -> TrackID {
+        lock.withLock { _ in
+            precondition(!started, "tracks are added before the movie starts")
+            guard let stream = avformat_new_stream(context, nil) else { fatalError("out of memory adding a track") }
+            avcodec_parameters_from_context(stream.pointee.codecpar, codec)
+            stream.pointee.time_base = codec.pointee.time_base
+            timeBases.append(codec.pointee.time_base)
+            return TrackID(index: stream.pointee.index)
+        }
+    }
+
+    /// Opens the file and writes the header.
+    public func start() throws(MediaError) {
+        try lock.withLock { _ throws(MediaError) in
+            var status = avio_open(&context.pointee.pb, path, AVIO_FLAG_WRITE)
+            guard status >= 0 else {
+                throw MediaError(.outputNotWritable, "cannot open \(path) for writing: \(AVErrorCode(rawValue: status))")
+            }
+            var options: OpaquePointer?
+            defer { av_dict_free(&options) }
+            av_dict_set(&options, "movflags", "frag_keyframe+empty_moov+default_base_moof", 0)
+            av_dict_set(&options, "frag_duration", String(fragmentDurationMicroseconds), 0)
+            // Both tracks start at zero on the one media clock: no edit list is needed.
+            av_dict_set(&options, "use_editlist", "0", 0)
+            status = avformat_write_header(context, &options)
+            guard status >= 0 else { throw mediaError(status, doing: "writing the movie header") }
+            // The muxer may have changed the track time bases.
+            for i in 0..<Int(context.pointee.nb_streams) {
+                timeBases[i] = context.pointee.streams[i]!.pointee.time_base
+            }
+            avio_flush(context.pointee.pb)
+            started = true
+            bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+        }
+    }
+
+    /// Writes one encoded packet whose times are in `timeBase` units (the encoder's).
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
+        // A packet with its duration set spares the muxer a guess at each fragment's end.
+        if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
+        try lock.withLock { _ throws(MediaError) in
+            if let failure { throw failure }
+            guard started, !finished else { return }
+            packet.pointee.stream_index = track.index
+            av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
+            let status = av_write_frame(context, packet)
+            let ioError = context.pointee.pb.pointee.error
+            if status < 0 || ioError < 0 {
+                let error = mediaError(ioError < 0 ? ioError : status, doing: "writing the movie")
+                failure = error
+                throw error
+            }
+            bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+        }
+    }
+
+    /// Writes the trailer and closes the file. After a write failure it still closes what it can:
+    /// the fragments already on disk stay playable.
+    public func finish() throws(MediaError) {
+        try lock.withLock { _ throws(MediaError) in
+            guard !finished else { return }
+            finished = true
+            var result: MediaError? = failure
+            if started, failure == nil {
+                let status = av_write_trailer(context)
+                if status < 0 || context.pointee.pb.pointee.error < 0 {
+                    let code = status < 0 ? status : context.pointee.pb.pointee.error
+                    result = mediaError(code, doing: "finishing the movie")
+                }
+                bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+            }
+            if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
+            if let result { throw result }
+        }
+    }
+
+    /// Encodes one picture stamped with its frame tick (or flushes, with nil) and writes what comes out to `track`.
+    package func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false, with encoder: VideoEncoder, to track: TrackID) throws(MediaError) {
+        let timeBase = encoder.context.pointee.time_base
+        try encoder.encode(frame, pts: pts, forceKeyframe: forceKeyframe) { packet throws(MediaError) in
+            try write(packet, to: track, timeBase: timeBase, defaultDuration: 1)
+        }
+    }
+
+    /// Encodes one block of interleaved stereo samples (or flushes, with nil) and writes it to `track`.
+    package func encode(_ samples: UnsafeBufferPointer<Float>?, pts: Int64, with encoder: AudioEncoder, to track: TrackID) throws(MediaError) {
+        let timeBase = encoder.context.pointee.time_base
+        try encoder.encode(samples, pts: pts) { packet throws(MediaError) in
+            // The priming packet (before the first sample) has nothing of ours and a negative time: an
+            // MP4 without edit lists cannot place it, so both tracks simply start at the same zero.
+            guard packet.pointee.pts >= 0 else { return }
+            try write(packet, to: track, timeBase: timeBase)
+        }
+    }
+
+    /// Bytes in the file so far.
+    public var bytesWritten: Int64 { bytes.load(ordering: .relaxed) }
+
+    private func mediaError(_ status: Int32, doing what: String) -> MediaError {
+        let code = AVErrorCode(rawValue: status)
+        if code.isDiskFull {
+            return MediaError(.diskFull, "the disk is full: the recording stopped at \(path) (it plays up to there); free some space or record to another disk with -o")
+        }
+        return MediaError(.writeFailed, "\(what) failed for \(path): \(code)")
+    }
+}

@@ -1,0 +1,195 @@
+import CFFmpeg
+import CYUV
+package import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the H.264 encoder is asked for.
+public struct VideoEncoderSettings: Sendable, Equatable {
+    public enum Backend: String, Sendable { case x264, vaapi }
+    public var width: Int
+    public var height: Int
+    public var framesPerSecond: Int
+    /// libx264 preset (`veryfast` for the default quality, like OBS for screen content).
+    public var preset: String
+    /// Constant rate factor (x264) or QP (VA-API): lower is sharper and larger.
+    public var crf: Int
+    /// A keyframe at least this often, in seconds.
+    public var keyframeIntervalSeconds: Double = 2
+    public var backend: Backend = .x264
+
+    public init(width: Int, height: Int, framesPerSecond: Int, preset: String, crf: Int) {
+        self.width = width
+        self.height = height
+        self.framesPerSecond = framesPerSecond
+        self.preset = preset
+        self.crf = crf
+    }
+}
+
+/// H.264 through libavcodec: libx264, or h264_vaapi on a working render node. Owns its codec
+/// context; used from one thread (the video encoder loop).
+package final class VideoEncoder: @unchecked Sendable {
+    package let settings: VideoEncoderSettings
+    package let name: String
+    let context: UnsafeMutablePointer<AVCodecContext>
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>?
+    private var uploadFrame: UnsafeMutablePointer<AVFrame>?  // NV12 staging (VA-API)
+    private var hardwareFrame: UnsafeMutablePointer<AVFrame>?
+
+    /// The first working VA-API render node, or nil (logged) when there is none.
+    package static func vaapiRenderNode(logger: Logger) -> String? {
+        guard avcodec_find_encoder_by_name("h264_vaapi") != nil else {
+            logger.info("VA-API: this FFmpeg has no h264_vaapi encoder")
+            return nil
+        }
+        for index in 128..<136 {
+            let path = "/dev/dri/renderD\(index)"
+            guard access(path, R_OK | W_OK) == 0 else { continue }
+            var device: UnsafeMutablePointer<AVBufferRef>?
+            let status = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_VAAPI, path, nil, 0)
+            av_buffer_unref(&device)
+            if status >= 0 { return path }
+            logger.info("VA-API: \(path) does not work: \(AVErrorCode(rawValue: status))")
+        }
+        logger.info("VA-API: no working render node under /dev/dri")
+        return nil
+    }
+
+    package init(settings: VideoEncoderSettings, renderNode: String? = nil, logger: Logger) throws(MediaError) {
+        let codecName = settings.backend == .vaapi ? "h264_vaapi" : "libx264"
+        guard let codec = avcodec_find_encoder_by_name(codecName) else {
+            throw MediaError(.encoderUnavailable, "this FFmpeg has no \(codecName) encoder; install libavcodec with \(codecName) or choose another --encoder")
+        }
+        guard let context = avcodec_alloc_context3(codec), let packet = av_packet_alloc() else {
+            fatalError("out of memory allocating the H.264 encoder")
+        }
+        self.context = context
+        self.packet = packet
+        self.settings = settings
+        self.name = codecName
+
+        context.pointee.width = Int32(settings.width)
+        context.pointee.height = Int32(settings.height)
+        // Times are frame ticks: a picture's pts is the index of the tick it was captured at (frames
+        // of an unchanged screen are skipped, so indices have gaps), and every duration is exact.
+        context.pointee.time_base = AVRational(num: 1, den: Int32(settings.framesPerSecond))
+        context.pointee.framerate = AVRational(num: Int32(settings.framesPerSecond), den: 1)
+        context.pointee.gop_size = Int32(max(1.0, Double(settings.framesPerSecond) * settings.keyframeIntervalSeconds))
+        context.pointee.max_b_frames = 0
+        context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
+        context.pointee.colorspace = AVCOL_SPC_BT470BG
+        context.pointee.color_range = AVCOL_RANGE_MPEG
+        context.pointee.color_primaries = AVCOL_PRI_BT709
+        context.pointee.color_trc = AVCOL_TRC_IEC61966_2_1
+
+        var options: OpaquePointer?
+        defer { av_dict_free(&options) }
+        if settings.backend == .vaapi {
+            guard let node = renderNode else {
+                throw MediaError(.encoderUnavailable, "no working VA-API render node; use --encoder x264 or auto")
+            }
+            try openVAAPI(node: node, options: &options)
+        } else {
+            context.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            av_dict_set(&options, "preset", settings.preset, 0)
+            av_dict_set(&options, "crf", String(settings.crf), 0)
+            av_dict_set(&options, "profile", "high", 0)
+            // Rate control without look-ahead trees: the same work per frame, no bursts that drop frames.
+            av_dict_set(&options, "x264-params", "rc-lookahead=10:sync-lookahead=0", 0)
+        }
+        let status = avcodec_open2(context, codec, &options)
+        guard status >= 0 else {
+            throw MediaError(.encoderUnavailable, "could not open the \(codecName) encoder: \(AVErrorCode(rawValue: status))")
+        }
+        logger.info("video encoder \(codecName) \(settings.width)x\(settings.height)@\(settings.framesPerSecond) preset \(settings.preset) crf \(settings.crf)")
+    }
+
+    private func openVAAPI(node: String, options: inout OpaquePointer?) throws(MediaError) {
+        var device: UnsafeMutablePointer<AVBufferRef>?
+        var status = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_VAAPI, node, nil, 0)
+        guard status >= 0, let device else {
+            throw MediaError(.encoderUnavailable, "VA-API device \(node) does not open: \(AVErrorCode(rawValue: status))")
+        }
+        hardwareDevice = device
+        guard let framesRef = av_hwframe_ctx_alloc(device) else { fatalError("out of memory (VA-API frames)") }
+        let frames = UnsafeMutableRawPointer(framesRef.pointee.data!).assumingMemoryBound(to: AVHWFramesContext.self)
+        frames.pointee.format = AV_PIX_FMT_VAAPI
+        frames.pointee.sw_format = AV_PIX_FMT_NV12
+        frames.pointee.width = Int32(settings.width)
+        frames.pointee.height = Int32(settings.height)
+        frames.pointee.initial_pool_size = 8
+        status = av_hwframe_ctx_init(framesRef)
+        guard status >= 0 else {
+            var ref: UnsafeMutablePointer<AVBufferRef>? = framesRef
+            av_buffer_unref(&ref)
+            throw MediaError(.encoderUnavailable, "VA-API frames on \(node) do not initialise: \(AVErrorCode(rawValue: status))")
+        }
+        context.pointee.pix_fmt = AV_PIX_FMT_VAAPI
+        context.pointee.hw_frames_ctx = framesRef
+        av_dict_set(&options, "qp", String(settings.crf), 0)
+        let upload = av_frame_alloc()!
+        upload.pointee.format = AV_PIX_FMT_NV12.rawValue
+        upload.pointee.width = Int32(settings.width)
+        upload.pointee.height = Int32(settings.height)
+        av_frame_get_buffer(upload, 64)
+        uploadFrame = upload
+        hardwareFrame = av_frame_alloc()
+    }
+
+    deinit {
+        var c: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&c)
+        var p: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&p)
+        av_frame_free(&uploadFrame)
+        av_frame_free(&hardwareFrame)
+        av_buffer_unref(&hardwareDevice)
+    }
+
+    /// Encodes one picture stamped `pts` (its frame tick), or flushes when `frame` is nil, and hands
+    /// every packet that comes out to `deliver` (packet times in frame ticks).
+    func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false,
+                        deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+        var status: Int32
+        if let frame {
+            let input = try prepareInput(frame)
+            input.pointee.pts = pts
+            input.pointee.pict_type = forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+            status = avcodec_send_frame(context, input)
+        } else {
+            status = avcodec_send_frame(context, nil)
+        }
+        guard status >= 0 || status == AVErrorCode.endOfFile.rawValue else {
+            throw MediaError(.encoderFailed, "the \(name) encoder refused a picture: \(AVErrorCode(rawValue: status))")
+        }
+        while true {
+            status = avcodec_receive_packet(context, packet)
+            if status == AVErrorCode.again.rawValue || status == AVErrorCode.endOfFile.rawValue { return }
+            guard status >= 0 else {
+                throw MediaError(.encoderFailed, "the \(name) encoder failed: \(AVErrorCode(rawValue: status))")
+            }
+            defer { av_packet_unref(packet) }
+            try deliver(packet)
+        }
+    }
+
+    private func prepareInput(_ frame: VideoFrame) throws(MediaError) -> UnsafeMutablePointer<AVFrame> {
+        guard let upload = uploadFrame, let hardware = hardwareFrame else { return frame.frame }
+        let (y, u, v) = frame.planes
+        let (ys, us, vs) = frame.strides
+        _ = I420ToNV12(y, Int32(ys), u, Int32(us), v, Int32(vs),
+                       upload.pointee.data.0, upload.pointee.linesize.0,
+                       upload.pointee.data.1, upload.pointee.linesize.1,
+                       Int32(settings.width), Int32(settings.height))
+        av_frame_unref(hardware)
+        var status = av_hwframe_get_buffer(context.pointee.hw_frames_ctx, hardware, 0)
+        if status >= 0 { status = av_hwframe_transfer_data(hardware, upload, 0) }
+        guard status >= 0 else {
+            throw MediaError(.encoderFailed, "uploading a picture to VA-API failed: \(AVErrorCode(rawValue: status))")
+        }
+        return hardware
+    }
+}

@@ -1,0 +1,62 @@
+import CFFmpeg
+import CYUV
+
+/// One I420 picture owned by an `AVFrame` (the `PixelBuffer` role), sized once and reused through
+/// `VideoFramePool`. Confined to one thread at a time: the capture thread fills it, hands it over
+/// through a queue, the encoder thread reads it and gives it back.
+package final class VideoFrame: @unchecked Sendable {
+    let frame: UnsafeMutablePointer<AVFrame>
+    package let width: Int
+    package let height: Int
+    /// Capture time on the monotonic clock, in nanoseconds.
+    package var timestamp: Int64 = 0
+    /// The frame tick it was captured at (its presentation time in 1/fps units).
+    package var tick: Int64 = 0
+
+    package init(width: Int, height: Int) {
+        guard let frame = av_frame_alloc() else { fatalError("out of memory allocating a video frame") }
+        frame.pointee.width = Int32(width)
+        frame.pointee.height = Int32(height)
+        frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        guard av_frame_get_buffer(frame, 64) >= 0 else { fatalError("out of memory allocating \(width)x\(height) picture") }
+        self.frame = frame
+        self.width = width
+        self.height = height
+    }
+
+    deinit {
+        var pointer: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&pointer)
+    }
+
+    package var planes: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>) {
+        (frame.pointee.data.0!, frame.pointee.data.1!, frame.pointee.data.2!)
+    }
+
+    package var strides: (y: Int, u: Int, v: Int) {
+        (Int(frame.pointee.linesize.0), Int(frame.pointee.linesize.1), Int(frame.pointee.linesize.2))
+    }
+
+    /// Converts rows `rows` (even-aligned by the caller) of a BGRX/BGRA picture into this frame.
+    package func convert(fromBGRA source: UnsafePointer<UInt8>, stride: Int, rows: Range<Int>) {
+        let first = rows.lowerBound & ~1
+        let last = min(height, (rows.upperBound + 1) & ~1)
+        guard last > first else { return }
+        let (y, u, v) = planes
+        let (ys, us, vs) = strides
+        _ = ARGBToI420(source + first * stride, Int32(stride),
+                       y + first * ys, Int32(ys),
+                       u + (first / 2) * us, Int32(us),
+                       v + (first / 2) * vs, Int32(vs),
+                       Int32(width), Int32(last - first))
+    }
+
+    /// Copies the whole picture of `other` (same size) into this frame.
+    package func copy(from other: VideoFrame) {
+        precondition(other.width == width && other.height == height)
+        av_frame_make_writable(frame)
+        av_frame_copy(frame, other.frame)
+        timestamp = other.timestamp
+        tick = other.tick
+    }
+}
