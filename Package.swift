@@ -89,7 +89,7 @@ let package = Package(
                           swiftSettings: swiftSettings),
 
         // MARK: Benchmarks (make bench)
-        .executableTarget(name: "replay-bench", dependencies: ["ReplayDaemon", "ReplayIPC",
+        .executableTarget(name: "replay-bench", dependencies: ["ReplayDaemon", "ReplayIPC", "ReplayMedia",
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                                                .product(name: "Logging", package: "swift-log")],
                           path: "Benchmarks/ReplayBench", swiftSettings: swiftSettings),

@@ -5,12 +5,48 @@ import Foundation
 import Logging
 import ReplayDaemon
 import ReplayIPC
+import ReplayMedia
 
 @main
 struct ReplayBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay-bench",
-        abstract: "Record with the OpenReplayKit pipeline in-process and report CPU use (for make bench).")
+        abstract: "The OpenReplayKit pipeline in-process, for make bench.",
+        subcommands: [Record.self, Convert.self],
+        defaultSubcommand: Record.self)
+}
+
+/// Times BGRX → I420 with libyuv and libswscale on the same pictures.
+struct Convert: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Time colour conversion: libyuv against libswscale.")
+    @Option var width = 1920
+    @Option var height = 1080
+    @Option var frames = 200
+
+    func run() {
+        let stride = width * 4
+        var pixels = [UInt8](repeating: 0, count: stride * height)
+        for i in pixels.indices { pixels[i] = UInt8(truncatingIfNeeded: i &* 2654435761 >> 13) }
+        let frame = VideoFrame(width: width, height: height)
+        var results: [(ColorConversionLibrary, Double)] = []
+        for library in ColorConversionLibrary.allCases {
+            let converter = ColorConverter(library: library, width: width, height: height)
+            pixels.withUnsafeBufferPointer { converter.convert($0.baseAddress!, stride: stride, into: frame) }   // warm up
+            let start = MonotonicClock.now()
+            for _ in 0..<frames {
+                pixels.withUnsafeBufferPointer { converter.convert($0.baseAddress!, stride: stride, into: frame) }
+            }
+            let perFrame = Double(MonotonicClock.now() - start) / Double(frames) / 1e6
+            results.append((library, perFrame))
+            print(String(format: "convert %@ %dx%d: %.3f ms/frame", library.rawValue, width, height, perFrame))
+        }
+        print(String(format: "convert ratio libyuv/libswscale: %.3f", results[0].1 / results[1].1))
+    }
+}
+
+struct Record: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record with the OpenReplayKit pipeline in-process and report CPU use.")
 
     @Option(name: .shortAndLong, help: "Output movie (must not exist).") var output: String
     @Option(help: "X display.") var display: String = ProcessInfo.processInfo.environment["DISPLAY"] ?? ":0"

@@ -144,9 +144,14 @@ final class RecordingPipeline: @unchecked Sendable {
         thread.start()
     }
 
+    /// Keeps the first error (the one that ended the recording), logs it, and stops.
     private func record(_ error: ReplayError) {
-        failure.withLock { if $0 == nil { $0 = error } }
-        logger.error("\(error.message)")
+        let first = failure.withLock { failure in
+            guard failure == nil else { return false }
+            failure = error
+            return true
+        }
+        if first { logger.error("\(error.message)") }
         requestStop()
     }
 

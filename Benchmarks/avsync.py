@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""A/V offset of a recording of replay-testcontent: each whole second it flashes the screen white
+and starts a 1000 Hz beep at the same instant. The offset is the flash's first frame time minus the
+beep's onset, averaged; a flash drawn at T shows in the first frame tick at or after T, so half a
+frame period is subtracted (the expected quantisation). Pure Python: decoding is ffmpeg's."""
+import argparse, cmath, math, struct, subprocess, sys
+
+def flashes(path):
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=pts_time",
+                          "-of", "csv=p=0", path], capture_output=True, text=True, check=True).stdout.split()
+    times = [float(x.strip(",")) for x in out]
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-vf", "scale=32:18,format=gray", "-f", "rawvideo", "-"],
+                         capture_output=True, check=True).stdout
+    size = 32 * 18
+    means = [sum(raw[i:i + size]) / size for i in range(0, len(raw), size)]
+    return [times[i] for i in range(1, min(len(times), len(means))) if means[i] > 200 and means[i - 1] <= 200]
+
+def beeps(path, frequency=1000.0, window=240):
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-map", "0:a:0", "-ac", "1", "-ar", "48000", "-f", "f32le", "-"],
+                         capture_output=True, check=True).stdout
+    samples = struct.unpack("<%df" % (len(raw) // 4), raw)
+    basis = [cmath.exp(-2j * math.pi * frequency * n / 48000) for n in range(window)]
+    power = [abs(sum(samples[i + n] * basis[n] for n in range(window))) for i in range(0, len(samples) - window, window)]
+    threshold = max(power) * 0.5
+    return [i * window / 48000 for i in range(1, len(power)) if power[i] > threshold and power[i - 1] <= threshold]
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("file")
+    parser.add_argument("--fps", type=float, default=30)
+    args = parser.parse_args()
+    f, b = flashes(args.file), beeps(args.file)
+    pairs = [(x, min(b, key=lambda y: abs(y - x))) for x in f if b]
+    pairs = [(x, y) for x, y in pairs if abs(x - y) < 0.5]
+    if not pairs:
+        print("A/V offset: no flash/beep pairs found"); sys.exit(1)
+    raw = sum(x - y for x, y in pairs) / len(pairs)
+    offset = raw - 0.5 / args.fps
+    print("%-28s %+.1f ms (raw %+.1f ms over %d flashes; target |offset| <= 20 ms) %s"
+          % ("A/V offset", offset * 1000, raw * 1000, len(pairs), "OK" if abs(offset) <= 0.020 else "MISSED"))
+
+if __name__ == "__main__":
+    main()

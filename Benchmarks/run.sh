@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make bench: OpenReplayKit's recording pipeline beside ffmpeg (x11grab + libx264, same preset,
+# size and frame rate) on the same Xvfb content, in one run, printing CPU-seconds per second of
+# video and the ratio. Slow on purpose (minutes): never part of `make test`.
+#   BENCH_SECONDS   seconds per measured recording (default 10)
+#   BENCH_LONG      seconds of the dropped-frames run (default 300; 0 skips it)
+set -euo pipefail
+BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
+SECONDS_EACH=${BENCH_SECONDS:-10}
+LONG=${BENCH_LONG:-300}
+SIZE=1920x1080
+FPS=30
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /tmp/ork-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_display() {
+  local n
+  for n in $(seq 140 199); do
+    [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || { echo "$n"; return; }
+  done
+  echo "no free X display number" >&2; exit 1
+}
+
+N=$(free_display)
+export DISPLAY=":$N"
+Xvfb "$DISPLAY" -screen 0 ${SIZE}x24 -nolisten tcp -noreset >"$WORK/xvfb.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+
+# A private PulseAudio: a null sink the test content plays into, for the A/V offset.
+mkdir -p "$WORK/pulse"
+(cd "$WORK/pulse" && HOME="$WORK/pulse" PULSE_RUNTIME_PATH="$WORK/pulse" env -u DISPLAY pulseaudio -n --daemonize=no \
+  --exit-idle-time=-1 --system=no --use-pid-file=no --disable-shm=yes \
+  -L "module-native-protocol-unix auth-anonymous=1 socket=$WORK/pulse/native" \
+  -L 'module-null-sink sink_name=main rate=48000' >"$WORK/pulse/log" 2>&1) &
+PIDS+=($!)
+export PULSE_SERVER="unix:$WORK/pulse/native" HOME="$WORK/pulse"
+for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
+
+content() {  # content MODE...: (re)starts the test content
+  [ -n "${CONTENT_PID:-}" ] && { kill "$CONTENT_PID" 2>/dev/null || true; wait "$CONTENT_PID" 2>/dev/null || true; }
+  "$BIN/replay-testcontent" "$@" >"$WORK/content.log" 2>&1 &
+  CONTENT_PID=$!
+  PIDS+=($CONTENT_PID)
+  sleep 1.5
+}
+
+ours() {  # ours FILE ARGS...: prints CPU-seconds
+  "$BIN/replay-bench" record -o "$1" --duration "$SECONDS_EACH" --fps $FPS "${@:2}" | tee -a "$WORK/ours.log" \
+    | sed -n 's/.*cpu_seconds=\([0-9.]*\).*/\1/p'
+}
+
+theirs() {  # theirs FILE: ffmpeg's CPU-seconds (user+sys) for the same job
+  /usr/bin/time -f "%U %S" -o "$WORK/time" ffmpeg -nostdin -v error -f x11grab -framerate $FPS -video_size $SIZE -i "$DISPLAY" \
+    -t "$SECONDS_EACH" -c:v libx264 -preset veryfast -crf 23 -pix_fmt yuv420p -y "$1"
+  awk '{ printf "%.3f\n", $1 + $2 }' "$WORK/time"
+}
+
+report() {  # report NAME OURS THEIRS TARGET
+  awk -v n="$1" -v o="$2" -v t="$3" -v s="$SECONDS_EACH" -v goal="$4" 'BEGIN {
+    r = o / t
+    printf "%-28s ours %6.3f CPU-s/s   ffmpeg %6.3f CPU-s/s   ratio %.2f (target <= %s) %s\n",
+      n, o / s, t / s, r, goal, (r <= goal ? "OK" : "MISSED") }'
+}
+
+echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, display $DISPLAY"
+"$BIN/replay-bench" convert --frames 100
+
+content --full-motion --no-audio
+o=$(ours "$WORK/o1.mp4"); t=$(theirs "$WORK/t1.mp4")
+report "full motion 1080p30" "$o" "$t" 0.75
+
+content --desktop --no-audio
+o=$(ours "$WORK/o2.mp4"); t=$(theirs "$WORK/t2.mp4")
+report "typical desktop" "$o" "$t" 0.40
+
+content --static --no-audio
+o=$(ours "$WORK/o3.mp4"); t=$(theirs "$WORK/t3.mp4")
+awk -v o="$o" -v t="$t" -v s="$SECONDS_EACH" 'BEGIN {
+  printf "%-28s ours %6.3f of a core   ffmpeg %6.3f of a core   (target <= 0.03) %s\n",
+    "static screen", o / s, t / s, (o / s <= 0.03 ? "OK" : "MISSED") }'
+
+content
+"$BIN/replay-bench" record -o "$WORK/av.mp4" --duration "$SECONDS_EACH" --fps $FPS --system-audio >/dev/null
+python3 "$HERE/avsync.py" "$WORK/av.mp4" --fps $FPS
+
+if [ "$LONG" -gt 0 ]; then
+  content --full-motion --no-audio
+  line=$("$BIN/replay-bench" record -o "$WORK/long.mp4" --duration "$LONG" --fps $FPS)
+  dropped=$(sed -n 's/.*dropped=\([0-9]*\).*/\1/p' <<<"$line")
+  echo "$(printf '%-28s' "${LONG} s full motion 1080p30") $line   (target: 0 dropped) $([ "$dropped" = 0 ] && echo OK || echo MISSED)"
+fi
