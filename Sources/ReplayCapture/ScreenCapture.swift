@@ -133,16 +133,15 @@ package final class ScreenCapture: @unchecked Sendable {
             }
             free(event)
         }
-        var read: PixelRect?
+        var reads: [PixelRect] = []
         if needsFullRead {
-            read = PixelRect(x: 0, y: 0, width: source.width, height: source.height)
+            reads = [canvasBounds]
             if damaged { _ = takeDamage() }
         } else if damaged {
-            read = takeDamage()?.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds)
-            if read?.isEmpty == true { read = nil }
+            reads = takeDamage().map { $0.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds) }.filter { !$0.isEmpty }
         }
         let cursorMoved = refreshCursor()
-        if read == nil && !cursorMoved { return false }
+        if reads.isEmpty && !cursorMoved { return false }
 
         var dirty = PixelRect(x: 0, y: 0, width: 0, height: 0)
         if let old = cursorRect {
@@ -150,13 +149,13 @@ package final class ScreenCapture: @unchecked Sendable {
             dirty = dirty.union(old)
             cursorRect = nil
         }
-        if let read {
-            readScreen(read)
+        if !reads.isEmpty {
+            readScreen(reads)
             needsFullRead = false
-            dirty = dirty.union(read)
+            for read in reads { dirty = dirty.union(read) }
             for excluded in excludedRectangles() {
                 let area = excluded.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds)
-                if !area.isEmpty, !area.intersection(read).isEmpty {
+                if !area.isEmpty, reads.contains(where: { !area.intersection($0).isEmpty }) {
                     recomposeBeneath(area)
                     dirty = dirty.union(area)
                 }
@@ -170,30 +169,60 @@ package final class ScreenCapture: @unchecked Sendable {
     private var canvasBounds: PixelRect { PixelRect(x: 0, y: 0, width: source.width, height: source.height) }
     private var canvasPixels: UnsafeMutablePointer<UInt32> { canvas.address.assumingMemoryBound(to: UInt32.self) }
 
-    /// Takes the accumulated damage from the server; its bounding box in root coordinates.
-    private func takeDamage() -> PixelRect? {
+    /// Takes the accumulated damage from the server: its rectangles in root coordinates (they do
+    /// not overlap), or their bounding box when there are so many that one read is cheaper.
+    private func takeDamage() -> [PixelRect] {
         let connection = x.connection
         xcb_damage_subtract(connection, damage, 0, damageRegion)
-        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return nil }
+        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return [] }
         defer { free(reply) }
         let e = reply.pointee.extents
-        let rect = PixelRect(x: Int(e.x), y: Int(e.y), width: Int(e.width), height: Int(e.height))
-        return rect.isEmpty ? nil : rect
+        let bounds = PixelRect(x: Int(e.x), y: Int(e.y), width: Int(e.width), height: Int(e.height))
+        guard !bounds.isEmpty else { return [] }
+        let count = Int(xcb_xfixes_fetch_region_rectangles_length(reply))
+        guard count > 1, count <= Self.maximumReads, let first = xcb_xfixes_fetch_region_rectangles(reply) else { return [bounds] }
+        let rectangles = UnsafeBufferPointer(start: first, count: count).map {
+            PixelRect(x: Int($0.x), y: Int($0.y), width: Int($0.width), height: Int($0.height))
+        }
+        // Many small pieces close together cost more round trips than pixels: read the box instead.
+        let area = rectangles.reduce(0) { $0 + $1.area }
+        return area * 2 > bounds.area ? [bounds] : rectangles
     }
 
-    private func readScreen(_ rect: PixelRect) {
-        let rootRect = rect.offsetBy(dx: source.x, dy: source.y)
+    /// At most this many separate reads per frame.
+    private static let maximumReads = 16
+
+    /// Reads `rects` (canvas coordinates, not overlapping) from the screen into the canvas. The
+    /// requests are sent together and land side by side in the scratch segment.
+    private func readScreen(_ rects: [PixelRect]) {
+        let connection = x.connection
         let screen = x.rootSize()
-        let visible = rootRect.intersection(PixelRect(x: 0, y: 0, width: screen.width, height: screen.height))
-        if visible != rootRect { fill(rect, with: 0) }
-        guard !visible.isEmpty else { return }
-        let local = visible.offsetBy(dx: -source.x, dy: -source.y)
-        if local == canvasBounds {
-            if !canvas.read(x.root, visible) { logger.debug("screen read failed") }
+        let screenRect = PixelRect(x: 0, y: 0, width: screen.width, height: screen.height)
+        if rects == [canvasBounds], screenRect.contains(source) {
+            // The whole picture: straight into the canvas, no copy.
+            if !canvas.read(x.root, source) { logger.debug("screen read failed") }
             return
         }
-        guard scratch.read(x.root, visible) else { return }
-        copy(from: scratch.address.assumingMemoryBound(to: UInt32.self), stride: local.width, into: local)
+        var pending: [(xcb_shm_get_image_cookie_t, PixelRect, Int)] = []
+        var offset = 0
+        for rect in rects {
+            let rootRect = rect.offsetBy(dx: source.x, dy: source.y)
+            let visible = rootRect.intersection(screenRect)
+            if visible != rootRect { fill(rect, with: 0) }
+            guard !visible.isEmpty, offset + visible.area * 4 <= scratch.byteCount else { continue }
+            let cookie = xcb_shm_get_image(connection, x.root, Int16(visible.x), Int16(visible.y), UInt16(visible.width), UInt16(visible.height),
+                                           ~0, UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue), scratch.segment, UInt32(offset))
+            pending.append((cookie, visible.offsetBy(dx: -source.x, dy: -source.y), offset))
+            offset += visible.area * 4
+        }
+        for (cookie, local, offset) in pending {
+            var error: UnsafeMutablePointer<xcb_generic_error_t>?
+            let reply = xcb_shm_get_image_reply(connection, cookie, &error)
+            free(error)
+            guard let reply else { continue }
+            free(reply)
+            copy(from: (scratch.address + offset).assumingMemoryBound(to: UInt32.self), stride: local.width, into: local)
+        }
     }
 
     private func copy(from pixels: UnsafePointer<UInt32>, stride: Int, into rect: PixelRect) {
