@@ -13,7 +13,7 @@ BUILD_PACKAGES=(
   libsqlite3-dev
 )
 TEST_PACKAGES=(
-  xvfb x11-utils xdotool
+  xvfb x11-utils x11-xserver-utils xdotool
   pulseaudio pulseaudio-utils sox
   ffmpeg
   nginx-light libnginx-mod-rtmp

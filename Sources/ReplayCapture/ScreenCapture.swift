@@ -122,7 +122,7 @@ package final class ScreenCapture: @unchecked Sendable {
     /// Brings `current` up to date. Returns false when nothing visible changed (no work was done).
     package func update() throws(CaptureError) -> Bool {
         let connection = x.connection
-        guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost") }
+        guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
         var damaged = false
         while let event = xcb_poll_for_event(connection) {
             let type = Int(event.pointee.response_type & 0x7f)
@@ -299,7 +299,9 @@ package final class ScreenCapture: @unchecked Sendable {
 
     // MARK: Excluded windows
 
-    /// Where the excluded windows are (root coordinates), looked up at most once a second.
+    /// Where the excluded windows are (root coordinates), looked up at most once a second. Their
+    /// geometry counts even before they are mapped: the first frame must not catch the indicator
+    /// appearing.
     private func excludedRectangles() -> [PixelRect] {
         let windows = excludedWindows.withLock { $0 }
         guard !windows.isEmpty else { return [] }

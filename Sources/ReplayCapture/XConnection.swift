@@ -49,6 +49,20 @@ package final class XConnection: @unchecked Sendable {
     var root: xcb_window_t { screen.pointee.root }
     package var hasFailed: Bool { xcb_connection_has_error(connection) != 0 }
 
+    /// Why the connection failed, in words (XCB's error codes).
+    package var failure: String {
+        switch xcb_connection_has_error(connection) {
+        case 0: "no error"
+        case XCB_CONN_ERROR: "the socket or stream failed (the X server went away?)"
+        case XCB_CONN_CLOSED_EXT_NOTSUPPORTED: "an extension the server does not support was used"
+        case XCB_CONN_CLOSED_MEM_INSUFFICIENT: "out of memory"
+        case XCB_CONN_CLOSED_REQ_LEN_EXCEED: "a request was longer than the server accepts"
+        case XCB_CONN_CLOSED_PARSE_ERR: "the display name could not be parsed"
+        case XCB_CONN_CLOSED_INVALID_SCREEN: "the display has no such screen"
+        case let code: "XCB error \(code)"
+        }
+    }
+
     /// The root window's current size (it changes with RandR).
     package func rootSize() -> (width: Int, height: Int) {
         let cookie = xcb_get_geometry(connection, root)
@@ -70,13 +84,9 @@ package final class XConnection: @unchecked Sendable {
         return 0
     }
 
-    /// A window's rectangle in root coordinates, or nil when it is gone or unmapped.
+    /// A window's rectangle in root coordinates (mapped or not), or nil when it is gone.
     func rootRectangle(of window: xcb_window_t) -> PixelRect? {
-        guard let attributes = xcb_get_window_attributes_reply(connection, xcb_get_window_attributes(connection, window), nil) else { return nil }
-        let viewable = attributes.pointee.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue)
-        free(attributes)
-        guard viewable,
-              let geometry = xcb_get_geometry_reply(connection, xcb_get_geometry(connection, window), nil) else { return nil }
+        guard let geometry = xcb_get_geometry_reply(connection, xcb_get_geometry(connection, window), nil) else { return nil }
         defer { free(geometry) }
         guard let translated = xcb_translate_coordinates_reply(connection, xcb_translate_coordinates(connection, window, root, 0, 0), nil) else { return nil }
         defer { free(translated) }

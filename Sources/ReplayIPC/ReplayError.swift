@@ -23,6 +23,8 @@ public struct ReplayError: Error, Codable, Sendable, Equatable, CustomStringConv
         public static let protocolMismatch = Code(rawValue: "protocol-mismatch")
         public static let permissionDenied = Code(rawValue: "permission-denied")
         public static let daemonUnavailable = Code(rawValue: "daemon-unavailable")
+        /// replayd is leaving (idle, or asked to): nothing was done; a client may start a new one.
+        public static let shuttingDown = Code(rawValue: "shutting-down")
         public static let `internal` = Code(rawValue: "internal")
     }
 

@@ -22,12 +22,14 @@ public struct SessionStatus: Codable, Sendable, Equatable {
     public var systemAudioRecorded: Bool
     public var encoder: String
     public var warnings: [String]
+    /// Why it failed (`state == .failed`), e.g. the disk filled up; the file holds what came before.
+    public var error: ReplayError?
 
     public init(id: String, kind: Kind = .recording, state: State, clientPID: Int32, outputPath: String,
                 display: String, width: Int, height: Int, framesPerSecond: Int, elapsedSeconds: Double = 0,
                 framesWritten: Int = 0, framesDropped: Int = 0, bytesWritten: Int64 = 0,
                 microphoneOn: Bool = false, microphoneRecorded: Bool = false, systemAudioRecorded: Bool = false,
-                encoder: String = "", warnings: [String] = []) {
+                encoder: String = "", warnings: [String] = [], error: ReplayError? = nil) {
         self.id = id
         self.kind = kind
         self.state = state
@@ -46,5 +48,6 @@ public struct SessionStatus: Codable, Sendable, Equatable {
         self.systemAudioRecorded = systemAudioRecorded
         self.encoder = encoder
         self.warnings = warnings
+        self.error = error
     }
 }

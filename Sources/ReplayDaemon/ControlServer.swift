@@ -1,0 +1,247 @@
+package import ReplayIPC
+package import Logging
+import ServiceLifecycle
+import NIOCore
+import NIOPosix
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// replayd's control socket as a `Service`: accepts same-user clients on the Unix socket, answers
+/// their requests through `RecordingSessions`, sends status events to subscribers about twice a
+/// second, and leaves by itself after `idleExit` with no session and no client.
+///
+/// Graceful shutdown (SIGTERM, SIGINT through the `ServiceGroup`, or idle) stops a running
+/// recording, waits for its file to be finished, tells clients `sessionEnded` and goodbye, then
+/// closes the socket.
+package struct ControlServer: Service {
+    package struct Configuration: Sendable {
+        package var paths: ControlPaths
+        /// nil or zero: never leave by itself.
+        package var idleExit: Duration?
+        package var software: String
+        package var statusInterval: Duration
+
+        package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500)) {
+            self.paths = paths
+            self.idleExit = idleExit
+            self.software = software
+            self.statusInterval = statusInterval
+        }
+    }
+
+    private enum Trigger: Sendable, CustomStringConvertible {
+        case signal, idle, listenerClosed
+        var description: String {
+            switch self {
+            case .signal: "asked to shut down"
+            case .idle: "idle"
+            case .listenerClosed: "the socket closed"
+            }
+        }
+    }
+
+    private let configuration: Configuration
+    private let logger: Logger
+    private let sessions: RecordingSessions
+
+    package init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.sessions = RecordingSessions(logger: logger)
+    }
+
+    package func run() async throws {
+        let socketPath = configuration.paths.socket
+        if DaemonLauncher.isListening(socketPath: socketPath) {
+            throw ReplayError(.sessionActive, "another process already serves \(socketPath): is another replayd running?")
+        }
+        // Private from the first moment: the folder is 0700 and the socket is created 0600.
+        let oldMask = umask(0o177)
+        let server: NIOAsyncChannel<Connection, Never>
+        do {
+            server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.backlog, value: 32)
+                .bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: true) { channel in
+                    // The kernel's word on who connected, read at accept (a client that already
+                    // left, such as a probe of the socket, is dropped here).
+                    PeerCredentials.of(channel).flatMapThrowing { peer in
+                        try channel.pipeline.syncOperations.addControlMessageCodec()
+                        return Connection(peer: peer, channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel))
+                    }
+                }
+        } catch {
+            umask(oldMask)
+            throw ReplayError(.permissionDenied, "cannot listen on \(socketPath): \(error).")
+        }
+        umask(oldMask)
+        chmod(socketPath, 0o600)
+        defer { unlink(socketPath) }
+        logger.info("listening", metadata: [
+            "socket": "\(socketPath)", "pid": "\(getpid())",
+            "idle-exit": "\(configuration.idleExit.map { "\($0)" } ?? "never")",
+        ])
+
+        let (triggers, trigger) = AsyncStream.makeStream(of: Trigger.self)
+        let sessions = self.sessions
+        let logger = self.logger
+        let configuration = self.configuration
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                // Status events and the idle clock.
+                group.addTask {
+                    var idle = IdleExitPolicy(limit: configuration.idleExit)
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: configuration.statusInterval)
+                        if await sessions.isShuttingDown { return }
+                        await sessions.publishStatus()
+                        if idle.update(busy: await sessions.isBusy, now: .now) {
+                            trigger.yield(.idle)
+                            return
+                        }
+                    }
+                }
+                // Shutdown, whatever asks for it first.
+                group.addTask {
+                    var iterator = triggers.makeAsyncIterator()
+                    let reason = await iterator.next() ?? .listenerClosed
+                    logger.info("shutting down: \(reason)")
+                    await sessions.shutdown()
+                    server.channel.close(promise: nil)
+                    await sessions.closeAllConnections()
+                }
+                do {
+                    try await server.executeThenClose { inbound in
+                        for try await connection in inbound {
+                            group.addTask {
+                                await self.serve(connection)
+                            }
+                        }
+                    }
+                } catch {
+                    logger.error("the control socket failed: \(error)")
+                }
+                trigger.yield(.listenerClosed)
+            }
+        } onGracefulShutdown: {
+            trigger.yield(.signal)
+        }
+        logger.info("stopped")
+    }
+
+    // MARK: one connection
+
+    private enum Side { case reader, writer }
+
+    private struct Connection: Sendable {
+        var peer: PeerCredentials
+        var channel: NIOAsyncChannel<ControlMessage, ControlMessage>
+    }
+
+    private func serve(_ connection: Connection) async {
+        let peer = connection.peer
+        let channel = connection.channel
+        let logger = {
+            var logger = self.logger
+            logger[metadataKey: "peer-pid"] = "\(peer.pid)"
+            return logger
+        }()
+        let hello = ControlMessage.hello(Hello(role: .daemon, pid: getpid(), software: configuration.software))
+        let (outbox, continuation) = AsyncStream.makeStream(of: ControlMessage.self)
+        continuation.yield(hello)
+
+        var connectionID: UInt64?
+        if peer.uid != getuid() {
+            logger.warning("refused a connection from another user", metadata: ["peer-uid": "\(peer.uid)"])
+            continuation.yield(.event(.goodbye(ReplayError(.permissionDenied, "replayd of uid \(getuid()) serves only its own user; you are uid \(peer.uid). Run your own replayd (`replay` starts it)."))))
+            continuation.finish()
+        } else if let id = await sessions.register(continuation) {
+            connectionID = id
+            logger.debug("client connected", metadata: ["connection": "\(id)"])
+        } else {
+            continuation.yield(.event(.goodbye(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))))
+            continuation.finish()
+        }
+
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                await withTaskGroup(of: Side.self) { group in
+                    group.addTask {
+                        for await message in outbox {
+                            do { try await outbound.write(message) } catch { break }
+                        }
+                        return .writer
+                    }
+                    if let connectionID {
+                        group.addTask {
+                            await self.read(inbound, connection: connectionID, peer: peer, outbox: continuation, logger: logger)
+                            continuation.finish()
+                            return .reader
+                        }
+                    }
+                    // The writer ending first (replayd closing, or a broken pipe) ends the reader;
+                    // the reader ending first lets the writer drain what is queued.
+                    if await group.next() == .writer { group.cancelAll() }
+                }
+            }
+        } catch {
+            logger.debug("connection closed: \(error)")
+        }
+        if let connectionID {
+            await sessions.unregister(connectionID)
+            logger.debug("client disconnected", metadata: ["connection": "\(connectionID)"])
+        }
+    }
+
+    /// Answers the requests of one connection, in order.
+    private func read(_ inbound: NIOAsyncChannelInboundStream<ControlMessage>, connection: UInt64, peer: PeerCredentials,
+                      outbox: AsyncStream<ControlMessage>.Continuation, logger: Logger) async {
+        var greeted = false
+        do {
+            for try await message in inbound {
+                switch message {
+                case .hello(let hello):
+                    guard hello.version == controlProtocolVersion else {
+                        logger.warning("refused a client of another protocol version", metadata: ["version": "\(hello.version)", "software": "\(hello.software)"])
+                        outbox.yield(.event(.goodbye(ReplayError(.protocolMismatch, "this client (\(hello.software)) speaks protocol version \(hello.version) and replayd (pid \(getpid())) speaks \(controlProtocolVersion): stop the old replayd (`kill \(getpid())`) and run the command again."))))
+                        return
+                    }
+                    greeted = true
+                case .request(let id, let request):
+                    guard greeted else {
+                        outbox.yield(.event(.goodbye(ReplayError(.badRequest, "a request came before the hello: see docs/PROTOCOL.md."))))
+                        return
+                    }
+                    logger.debug("request", metadata: ["id": "\(id)", "method": "\(request.method)"])
+                    let response = await answer(request, connection: connection, peer: peer)
+                    outbox.yield(.response(id: id, response))
+                case .response, .event:
+                    outbox.yield(.event(.goodbye(ReplayError(.badRequest, "clients send only hello and requests: see docs/PROTOCOL.md."))))
+                    return
+                }
+            }
+        } catch is CancellationError {
+        } catch {
+            logger.notice("closing a connection that broke the protocol: \(error)")
+            outbox.yield(.event(.goodbye(ReplayError(.badRequest, "replayd could not read your message: \(error). See docs/PROTOCOL.md."))))
+        }
+    }
+
+    private func answer(_ request: ControlRequest, connection: UInt64, peer: PeerCredentials) async -> ControlResponse {
+        switch request {
+        case .startRecording(let options):
+            return await sessions.start(options: options, clientPID: peer.pid, connection: connection)
+        case .stopRecording:
+            return await sessions.stop()
+        case .status:
+            return .success(await sessions.status())
+        case .setMicrophone(let on):
+            return await sessions.setMicrophone(on: on)
+        case .subscribe:
+            return .success(await sessions.subscribe(connection))
+        case .unknown(let method):
+            return .failure(ReplayError(.badRequest, "replayd (protocol \(controlProtocolVersion)) does not know the request \"\(method)\": update replayd, or stop it so that a newer one starts."))
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts replayd on demand: when nobody listens on the socket, spawn the daemon executable in a
+/// session of its own (setsid), stdin from /dev/null, stdout and stderr appended to its log, and
+/// wait for the socket to answer.
+public enum DaemonLauncher {
+    /// glibc's `POSIX_SPAWN_SETSID` (2.26+), hidden from Swift behind `__USE_GNU`.
+    private static let spawnSetSID: Int16 = 0x80
+
+    /// True when something accepts connections on `socketPath` now.
+    public static func isListening(socketPath: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard socketPath.utf8.count < capacity else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: socketPath.utf8)
+            raw[socketPath.utf8.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return result == 0
+    }
+
+    /// The `replayd` executable beside the running one (resolved through /proc/self/exe), or nil.
+    public static func daemonBesideCurrentExecutable(named name: String = "replayd") -> String? {
+        guard let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
+        let candidate = (me as NSString).deletingLastPathComponent + "/" + name
+        return access(candidate, X_OK) == 0 ? candidate : nil
+    }
+
+    /// Makes sure replayd listens at `paths.socket`, starting `executable` when it does not.
+    public static func ensureRunning(paths: ControlPaths, executable: String?, arguments: [String] = [],
+                                     timeout: Duration = .seconds(5)) async throws(ReplayError) {
+        if isListening(socketPath: paths.socket) { return }
+        guard let executable else {
+            throw ReplayError(.daemonUnavailable, "replayd is not running and no replayd executable was found beside this program. Start it yourself (`replayd &`, or `systemctl --user start replayd`).")
+        }
+        try paths.prepareDirectory()
+        let pid = try spawn(executable, arguments: arguments, log: paths.logFile)
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        var exited = false
+        while clock.now < deadline {
+            if isListening(socketPath: paths.socket) { return }
+            var status: Int32 = 0
+            if !exited, waitpid(pid, &status, WNOHANG) == pid {
+                exited = true
+                // Exit status 2: another replayd holds the lock (it won a race): wait for its socket.
+                if isListening(socketPath: paths.socket) { return }
+                if (status >> 8) & 0xff == 2 { continue }
+                throw ReplayError(.daemonUnavailable, "replayd (\(executable)) exited at start\(lastLine(of: paths.logFile).map { ": \($0)" } ?? ""). Its log: \(paths.logFile).")
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        throw ReplayError(.daemonUnavailable, "replayd (pid \(pid)) did not open \(paths.socket) within \(timeout). Its log: \(paths.logFile).")
+    }
+
+    private static func spawn(_ executable: String, arguments: [String], log: String) throws(ReplayError) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, spawnSetSID)
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            throw ReplayError(.daemonUnavailable, "cannot start \(executable): \(String(cString: strerror(result))).")
+        }
+        return pid
+    }
+
+    private static func lastLine(of path: String) -> String? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").last.map(String.init)
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import ReplayIPC
+import Foundation
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what is recording: file, elapsed time, frames, drops, microphone.",
+        discussion: """
+            When nothing is recording it prints "nothing is recording" and exits with status 0 \
+            (with --json: {"state":"idle"}). It never starts replayd.
+
+            Examples:
+              replay status
+              replay status --json | jq -r .outputPath
+            """)
+
+    @Flag(help: "Print the status as one JSON object (the protocol's SessionStatus).")
+    var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let status: SessionStatus?? = try await Daemon.withConnection(start: false) { connection in
+                try await connection.request(.status)
+            }
+            guard let status = status ?? nil else {
+                printOutput(json ? #"{"state":"idle"}"# : "nothing is recording")
+                return
+            }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                printOutput(String(decoding: try encoder.encode(status), as: UTF8.self))
+            } else {
+                printOutput(Self.describe(status))
+            }
+        }
+    }
+
+    static func describe(_ s: SessionStatus) -> String {
+        var lines = ["\(s.state == .running ? "recording" : s.state.rawValue) to \(s.outputPath)"]
+        var video = "  display \(s.display)"
+        if s.width > 0 { video += ", \(s.width)x\(s.height)" }
+        video += " at \(s.framesPerSecond) fps"
+        if !s.encoder.isEmpty { video += ", \(s.encoder)" }
+        lines.append(video)
+        lines.append("  elapsed \(Format.duration(s.elapsedSeconds)), \(s.framesWritten) frames written, \(s.framesDropped) dropped, \(Format.bytes(s.bytesWritten))")
+        let mic = s.microphoneRecorded ? "microphone \(s.microphoneOn ? "on" : "off (muted)")" : "no microphone"
+        lines.append("  \(mic), \(s.systemAudioRecorded ? "system audio recorded" : "no system audio")")
+        lines.append("  session \(s.id), started by pid \(s.clientPID)")
+        for warning in s.warnings { lines.append("  warning: \(warning)") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+enum Format {
+    /// `m:ss`, or `h:mm:ss` from an hour on.
+    static func duration(_ seconds: Double) -> String {
+        let s = max(0, Int(seconds))
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return s >= 3600 ? "\(s / 3600):\(two(s / 60 % 60)):\(two(s % 60))" : "\(s / 60):\(two(s % 60))"
+    }
+
+    static func bytes(_ count: Int64) -> String {
+        let value = Double(count)
+        if value >= 1e9 { return String(format: "%.2f GB", value / 1e9) }
+        if value >= 1e6 { return String(format: "%.1f MB", value / 1e6) }
+        if value >= 1e3 { return String(format: "%.0f kB", value / 1e3) }
+        return "\(count) B"
+    }
+}

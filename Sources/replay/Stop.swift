@@ -1,0 +1,33 @@
+import ArgumentParser
+import ReplayIPC
+
+struct Stop: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop the running recording and wait until its file is finished.",
+        discussion: """
+            Works from any terminal. Prints the path of the finished file. When nothing is \
+            recording it says so on stderr and exits with status 0.
+
+            Examples:
+              replay stop
+              open "$(replay stop)"        # stop, then open the movie
+            """)
+
+    func run() async throws {
+        try await reportingErrors {
+            let outcome: SessionStatus?? = try await Daemon.withConnection(start: false) { connection in
+                do {
+                    return try await connection.request(.stopRecording)
+                } catch let error as ReplayError where error.code == .noSession {
+                    return nil
+                }
+            }
+            guard let status = outcome ?? nil else {
+                printError("replay: nothing is recording.")
+                return
+            }
+            printOutput(status.outputPath)
+            if let error = status.error { throw fail(error.message) }
+        }
+    }
+}

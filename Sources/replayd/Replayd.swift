@@ -1,0 +1,92 @@
+import ArgumentParser
+import Logging
+import ReplayDaemon
+import ReplayIPC
+import ServiceLifecycle
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// replayd: the per-user daemon that owns screen capture and recording sessions.
+@main
+struct Replayd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replayd",
+        abstract: "The OpenReplayKit daemon: owns screen capture and recordings for one user.",
+        discussion: """
+            You rarely start it yourself: `replay` starts it on demand, and a systemd user unit \
+            is shipped (dist/systemd/replayd.service). It listens on \
+            $XDG_RUNTIME_DIR/openreplaykit/replayd.sock (or /tmp/openreplaykit-UID/replayd.sock), \
+            serves only its own user, logs to stderr, and leaves by itself after --idle-exit \
+            seconds with nothing to do. SIGTERM or SIGINT stop a running recording, finish its \
+            file, and exit.
+
+            Examples:
+              replayd                      # run in the foreground, log to the terminal
+              replayd --idle-exit 0        # never leave by itself (as the systemd unit runs it)
+              replayd --log-level debug
+              REPLAYD_IDLE_EXIT=5 replay record --duration 2   # the replayd started on demand leaves 5 s after
+            """)
+
+    @Option(name: .customLong("idle-exit"), help: ArgumentHelp("Leave after this many seconds with no recording and no client (0: never). Default: $REPLAYD_IDLE_EXIT, else 60.", valueName: "seconds"))
+    var idleExitOption: Int?
+
+    /// A replayd started on demand by `replay` inherits its environment: REPLAYD_IDLE_EXIT sets
+    /// its idle exit (tests use it so that no daemon outlives them for long).
+    var idleExit: Int {
+        idleExitOption ?? ProcessInfo.processInfo.environment["REPLAYD_IDLE_EXIT"].flatMap { Int($0) } ?? 60
+    }
+
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard idleExit >= 0 else { throw ValidationError("--idle-exit must be 0 (never) or a number of seconds, not \(idleExit).") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("unknown --log-level \"\(logLevel)\": use trace, debug, info, notice, warning, error or critical.")
+        }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "replayd")
+        let paths = ControlPaths.forCurrentUser()
+        let lock: DaemonLock
+        do {
+            try paths.prepareDirectory()
+            lock = try DaemonLock.acquire(paths: paths)
+        } catch {
+            printError("replayd: \(error.message)")
+            throw ExitCode(error.code == .sessionActive ? 2 : 1)
+        }
+        // Writing to a client that went away must be an error, not the end of replayd.
+        signal(SIGPIPE, SIG_IGN)
+
+        let server = ControlServer(
+            configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1"),
+            logger: logger)
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            cancellationSignals: [],
+            logger: logger))
+        do {
+            try await group.run()
+        } catch let error as ReplayError {
+            printError("replayd: \(error.message)")
+            throw ExitCode(1)
+        }
+        withExtendedLifetime(lock) {}
+    }
+}
+
+private func printError(_ text: String) {
+    var line = text + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}

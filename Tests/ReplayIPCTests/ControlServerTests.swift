@@ -1,0 +1,162 @@
+import Testing
+import Foundation
+import Logging
+import ServiceLifecycle
+import ReplayIPC
+@testable import ReplayDaemon
+
+/// replayd's socket server in-process, spoken to by the same client the CLI uses.
+@Suite("Control server over a real Unix socket", .serialized)
+struct ControlServerTests {
+    static func temporaryPaths() throws -> ControlPaths {
+        let directory = FileManager.default.temporaryDirectory.path + "/ork-ipc-test-\(UUID().uuidString.prefix(8))"
+        let paths = ControlPaths(directory: directory)
+        try paths.prepareDirectory()
+        return paths
+    }
+
+    /// Runs a ControlServer in a ServiceGroup, calls `body` once it listens, then shuts it down
+    /// gracefully and checks that it cleaned up.
+    static func withServer(idleExit: Duration? = nil, paths: ControlPaths? = nil,
+                           _ body: @Sendable (ControlPaths) async throws -> Void) async throws {
+        let paths = try paths ?? temporaryPaths()
+        defer { try? FileManager.default.removeItem(atPath: paths.directory) }
+        let logger = Logger(label: "test")
+        let server = ControlServer(configuration: .init(paths: paths, idleExit: idleExit, software: "replayd test"), logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            for _ in 0..<200 where !DaemonLauncher.isListening(socketPath: paths.socket) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(DaemonLauncher.isListening(socketPath: paths.socket))
+            let mode = try FileManager.default.attributesOfItem(atPath: paths.socket)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            try await body(paths)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(!FileManager.default.fileExists(atPath: paths.socket), "the socket is removed at exit")
+    }
+
+    @Test func helloStatusAndStopWhenIdle() async throws {
+        try await Self.withServer { paths in
+            try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { connection in
+                #expect(connection.daemon.version == controlProtocolVersion)
+                #expect(connection.daemon.role == .daemon)
+                #expect(connection.daemon.pid == getpid())
+                #expect(try await connection.request(.status) == nil)
+                await #expect(throws: ReplayError(.noSession, "nothing is recording.")) {
+                    try await connection.request(.stopRecording)
+                }
+                do {
+                    _ = try await connection.request(.setMicrophone(on: false))
+                    Issue.record("mic on an idle replayd")
+                } catch let error as ReplayError {
+                    #expect(error.code == .noSession)
+                }
+                do {
+                    _ = try await connection.request(.unknown(method: "teleport"))
+                    Issue.record("an unknown method was accepted")
+                } catch let error as ReplayError {
+                    #expect(error.code == .badRequest)
+                    #expect(error.message.contains("teleport"))
+                }
+                #expect(try await connection.request(.subscribe) == nil)
+            }
+        }
+    }
+
+    @Test func aRecordingThatCannotStartLeavesReplaydIdle() async throws {
+        try await Self.withServer { paths in
+            try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { connection in
+                let options = RecordingOptions(outputPath: paths.directory + "/never.mp4", display: ":65000")
+                do {
+                    _ = try await connection.request(.startRecording(options))
+                    Issue.record("recorded on a display that does not exist")
+                } catch let error as ReplayError {
+                    #expect(!error.message.isEmpty)
+                }
+                #expect(try await connection.request(.status) == nil)
+            }
+        }
+    }
+
+    @Test func manyClientsAtOnce() async throws {
+        try await Self.withServer { paths in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { connection in
+                            for _ in 0..<5 {
+                                let status = try await connection.request(.status)
+                                #expect(status == nil)
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    @Test func aStaleSocketIsReplaced() async throws {
+        let paths = try Self.temporaryPaths()
+        // A socket file nobody listens on, as a replayd killed with -9 leaves behind.
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: paths.socket.utf8)
+            raw[paths.socket.utf8.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        close(fd)
+        #expect(FileManager.default.fileExists(atPath: paths.socket))
+        #expect(!DaemonLauncher.isListening(socketPath: paths.socket))
+        try await Self.withServer(paths: paths) { paths in
+            let status = try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { connection in
+                try await connection.request(.status)
+            }
+            #expect(status == nil)
+        }
+    }
+
+    @Test func leavesByItselfWhenIdle() async throws {
+        let paths = try Self.temporaryPaths()
+        defer { try? FileManager.default.removeItem(atPath: paths.directory) }
+        let logger = Logger(label: "test")
+        let server = ControlServer(configuration: .init(paths: paths, idleExit: .milliseconds(300), software: "t",
+                                                        statusInterval: .milliseconds(50)), logger: logger)
+        let started = ContinuousClock.now
+        try await server.run()
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(!FileManager.default.fileExists(atPath: paths.socket))
+    }
+
+    @Test func aSecondDaemonIsRefusedByTheLock() throws {
+        let paths = try Self.temporaryPaths()
+        defer { try? FileManager.default.removeItem(atPath: paths.directory) }
+        let first = try DaemonLock.acquire(paths: paths)
+        #expect(throws: ReplayError.self) { try DaemonLock.acquire(paths: paths) }
+        do {
+            _ = try DaemonLock.acquire(paths: paths)
+        } catch {
+            #expect(error.message.contains("already running (pid \(getpid())"))
+        }
+        withExtendedLifetime(first) {}
+    }
+
+    @Test func theRuntimeFolderIsPrivate() throws {
+        let paths = try Self.temporaryPaths()
+        defer { try? FileManager.default.removeItem(atPath: paths.directory) }
+        chmod(paths.directory, 0o755)
+        try paths.prepareDirectory()
+        let mode = try FileManager.default.attributesOfItem(atPath: paths.directory)[.posixPermissions] as? Int
+        #expect(mode == 0o700)
+    }
+}
