@@ -7,10 +7,10 @@ import Foundation
 /// Records one PulseAudio source (PipeWire serves the same API) as 48 kHz stereo float samples
 /// on its own thread, stamped on the monotonic media clock.
 ///
-/// Timing: the first chunk anchors the source to the clock (read time minus the server's reported
-/// latency); after that, samples are counted, so the track has no jitter. If the count and the
-/// clock drift apart by more than 20 ms (a sound card whose crystal runs fast or slow), the source
-/// re-anchors and says so in the log; the mixer fills or trims the difference, counted.
+/// Timing: `ArrivalClock` anchors the source to the clock from when its chunks arrive; after that,
+/// samples are counted, so the track has no jitter. If the count and the clock drift apart by more
+/// than 20 ms (a sound card whose crystal runs fast or slow), the source re-anchors and says so in
+/// the log; the mixer fills or trims the difference, counted.
 package final class PulseAudioSource: @unchecked Sendable {
     package enum Device: Sendable {
         /// What the computer plays: the default sink's monitor.
@@ -38,6 +38,10 @@ package final class PulseAudioSource: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
+    private let delivering = Atomic<Bool>(false)
+
+    /// True once the server has sent the first chunk (some take over a second to start).
+    package var hasData: Bool { delivering.load(ordering: .acquiring) }
 
     /// Connects to the server. Throws with PulseAudio's reason when it can't (no server, no device).
     package init(device: Device, applicationName: String = "replayd", logger: Logger) throws(AudioError) {
@@ -56,21 +60,40 @@ package final class PulseAudioSource: @unchecked Sendable {
         self.logger = logger
     }
 
+    /// How long after it arrives a monitor's sample is heard (ns): a sink renders ahead of what is
+    /// heard by its latency, so its monitor's samples are stamped that much later and a sound lines
+    /// up with the picture it goes with. Asked once the stream flows (a sink lowers its latency
+    /// when our low-latency stream joins); 0 for a microphone.
+    private func renderAhead() -> Int64 {
+        guard device == .systemAudio, let latency = PulseIntrospection.defaultSinkLatency() else { return 0 }
+        let ahead = min(latency, 200_000_000)
+        logger.info("audio systemAudio: the default sink renders \(latency / 1_000) µs ahead; monitor samples are stamped that much later")
+        return ahead
+    }
+
     deinit {
         if started.load(ordering: .acquiring) { done.wait() }
         pa_simple_free(stream)
     }
 
-    /// Starts the reading thread; `sink` gets every chunk until `stop()`.
-    package func start(_ sink: @escaping Sink) {
+    /// Starts the reading thread. Chunks are held until `deliver(to:)` names where they go (and
+    /// until the source is anchored to the clock).
+    package func start() {
         started.store(true, ordering: .releasing)
         let thread = Thread { [self] in
-            self.readLoop(sink)
+            self.readLoop()
             self.done.signal()
         }
         thread.name = "replayd-audio-\(device == .systemAudio ? "system" : "mic")"
         thread.start()
     }
+
+    /// From now on (held chunks first), every chunk goes to `sink`, until `stop()`.
+    package func deliver(to sink: @escaping Sink) {
+        self.sink.withLock { $0 = sink }
+    }
+
+    private let sink = Mutex<Sink?>(nil)
 
     /// Asks the thread to stop after the chunk it is reading (≤ 10 ms) and waits for it.
     package func stop() {
@@ -79,42 +102,101 @@ package final class PulseAudioSource: @unchecked Sendable {
         done.signal()   // deinit waits too
     }
 
-    private func readLoop(_ sink: Sink) {
+    private func readLoop() {
         let frames = Self.sampleRate / 100
         var buffer = [Float](repeating: 0, count: frames * 2)
-        var anchor: Int64 = 0
-        var counted: Int64 = 0
-        var driftStrikes = 0
+        var clock = ArrivalClock(sampleRate: Self.sampleRate)
+        var held: [[Float]] = []   // chunks read before the live edge was found
+        var delivered: Int64 = 0
+        var ahead: Int64?
         while !stopping.load(ordering: .relaxed) {
             var error: Int32 = 0
+            let before = MonotonicClock.now()
             let status = buffer.withUnsafeMutableBytes { pa_simple_read(stream, $0.baseAddress, $0.count, &error) }
-            let now = MonotonicClock.now()
+            let after = MonotonicClock.now()
             guard status >= 0 else {
                 logger.error("audio \(device) stopped: \(String(cString: pa_strerror(error)))")
                 return
             }
             let latency = Int64(pa_simple_get_latency(stream, &error)) * 1000
-            // The end of this chunk was captured `latency` ago.
-            let measuredStart = now - latency - Int64(frames) * 1_000_000_000 / Int64(Self.sampleRate)
-            if counted == 0 {
-                anchor = measuredStart
-            } else {
-                let countedStart = anchor + counted * 1_000_000_000 / Int64(Self.sampleRate)
-                if abs(measuredStart - countedStart) > 20_000_000 {
-                    driftStrikes += 1
-                    if driftStrikes >= 50 {   // half a second of consistent drift, not one late wake-up
-                        logger.notice("audio \(device) drifted \((measuredStart - countedStart) / 1_000_000) ms from the clock; re-anchored")
-                        anchor = measuredStart - counted * 1_000_000_000 / Int64(Self.sampleRate)
-                        driftStrikes = 0
-                    }
-                } else {
-                    driftStrikes = 0
-                }
+            delivering.store(true, ordering: .releasing)
+            if let shift = clock.chunkArrived(frames: Int64(frames), readStarted: before, readEnded: after) {
+                logger.notice("audio \(device) drifted \(shift / 1_000_000) ms from the clock; re-anchored")
             }
-            buffer.withUnsafeBufferPointer { sink(anchor, counted, $0, latency) }
-            counted += Int64(frames)
+            guard let clockAnchor = clock.anchor, let sink = self.sink.withLock({ $0 }) else {
+                held.append(buffer)
+                continue
+            }
+            if ahead == nil { ahead = renderAhead() }
+            let anchor = clockAnchor + (ahead ?? 0)
+            for chunk in held {
+                chunk.withUnsafeBufferPointer { sink(anchor, delivered, $0, latency) }
+                delivered += Int64(frames)
+            }
+            held.removeAll()
+            buffer.withUnsafeBufferPointer { sink(anchor, delivered, $0, latency) }
+            delivered += Int64(frames)
         }
     }
+}
+
+/// Places a sound source's samples on the monotonic clock from when its chunks arrive.
+///
+/// A server's reported latency is not to be trusted for this (a fresh PulseAudio reports 360 ms
+/// for a monitor whose data arrives in real time, then stops updating it). What can be trusted: a
+/// chunk is never captured after it arrives. While reads return at once, the client is draining a
+/// backlog (some sources deliver in bursts of seconds); a read that has to wait means the backlog is
+/// gone, and the chunk read just before it was the freshest: its end was captured about when it
+/// arrived (the first chunk of all may be a burst's stale head, so it anchors nothing). Each such moment gives an observation of the anchor (the clock time of sample 0); the
+/// first one anchors the source (earlier chunks are held until then), and afterwards the lowest
+/// observation of each 3-second window says whether the count has drifted from the clock (a sound
+/// card's crystal): beyond 20 ms, the anchor moves and the caller logs it. Pure: no I/O.
+package struct ArrivalClock: Sendable {
+    package let sampleRate: Int64
+    /// Clock time (ns) of sample 0, once known.
+    package private(set) var anchor: Int64?
+    private var counted: Int64 = 0
+    private var previousArrival: Int64?
+    private var windowStart: Int64 = 0
+    private var windowLowest: Int64?
+
+    package static let waitThreshold: Int64 = 3_000_000        // a read that blocked this long waited for data
+    package static let driftWindow: Int64 = 3_000_000_000
+    package static let driftTolerance: Int64 = 20_000_000
+
+    package init(sampleRate: Int) {
+        self.sampleRate = Int64(sampleRate)
+    }
+
+    /// Records a chunk of `frames` samples read between `readStarted` and `readEnded`. Returns how
+    /// far (ns) the anchor moved when it had to be corrected for drift.
+    package mutating func chunkArrived(frames: Int64, readStarted: Int64, readEnded: Int64) -> Int64? {
+        defer {
+            counted += frames
+            previousArrival = readEnded
+        }
+        let waited = readEnded - readStarted >= Self.waitThreshold
+        guard waited else { return nil }
+        // The freshest chunk is the one before this read. The very first chunk tells nothing: it
+        // may be the stale head of a burst, so it never anchors the source.
+        guard let previousArrival, counted > 0 else { return nil }
+        let observation = previousArrival - nanoseconds(counted)
+        guard let current = anchor else {
+            anchor = observation
+            windowStart = readEnded
+            return nil
+        }
+        windowLowest = min(windowLowest ?? observation, observation)
+        guard readEnded - windowStart >= Self.driftWindow, let lowest = windowLowest else { return nil }
+        windowStart = readEnded
+        windowLowest = nil
+        let drift = lowest - current
+        guard abs(drift) > Self.driftTolerance else { return nil }
+        anchor = lowest
+        return drift
+    }
+
+    private func nanoseconds(_ samples: Int64) -> Int64 { samples * 1_000_000_000 / sampleRate }
 }
 
 /// PulseAudio could not be used; `message` is its reason.

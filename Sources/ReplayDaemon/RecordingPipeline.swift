@@ -37,6 +37,8 @@ final class RecordingPipeline: @unchecked Sendable {
 
     private static let audioWait = 14_400   // samples (300 ms) a late source is waited for, at first
     private static let maximumAudioWait = 144_000   // and at most (3 s)
+    private static let firstAudioWait = 240_000     // for a source's very first samples (5 s)
+    private static let soundStartTimeout: Int64 = 3_000_000_000
 
     init(options: RecordingOptions, capture: ScreenCapture, encoder: VideoEncoder, sources: [PulseAudioSource],
          microphoneIndex: Int?, writer: MovieWriter, logger: Logger) throws(MediaError) {
@@ -58,7 +60,8 @@ final class RecordingPipeline: @unchecked Sendable {
         }
         audioEncoders = encoders
         audioTracks = tracks
-        mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024, maximumWait: Self.audioWait))
+        mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024,
+                                 maximumWait: Self.audioWait, firstDataWait: Self.firstAudioWait))
         let queueDepth = 4
         frames = BoundedQueue(capacity: queueDepth)
         freeFrames = BoundedQueue(capacity: queueDepth + 1)
@@ -90,6 +93,7 @@ final class RecordingPipeline: @unchecked Sendable {
         statistics.framesDropped = framesDropped.load(ordering: .relaxed)
         statistics.bytesWritten = writer.bytesWritten
         statistics.microphoneOn = microphoneIndex != nil && microphoneOn.load(ordering: .relaxed)
+        statistics.capturing = start != 0
         return statistics
     }
 
@@ -101,10 +105,23 @@ final class RecordingPipeline: @unchecked Sendable {
         } catch {
             return ReplayError.from(error)
         }
+        // The sound server may take a while to send a new stream's first samples (over a second for
+        // a monitor on a fresh PulseAudio): the recording's time zero waits for them, at most 3 s,
+        // like iOS's count-down, so that it does not begin with silence. The session says
+        // "starting" meanwhile.
+        let sourcesStarted = MonotonicClock.now()
+        for source in sources { source.start() }
+        while !sources.allSatisfy(\.hasData), MonotonicClock.now() - sourcesStarted < Self.soundStartTimeout,
+              !stopRequested.load(ordering: .acquiring) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        if let late = sources.first(where: { !$0.hasData }) {
+            logger.warning("audio \(late.device) sent nothing for 3 s; recording starts without waiting for it")
+        }
         let start = MonotonicClock.now()
         startTime.store(start, ordering: .releasing)
         for (index, source) in sources.enumerated() {
-            source.start { [self] anchor, offset, samples, latency in
+            source.deliver(to: { [self] anchor, offset, samples, latency in
                 let position = Self.samples(from: start, to: anchor) + offset
                 // Wait for a bursty source as long as its latency says, plus 100 ms, at most 3 s.
                 let wait = min(Self.maximumAudioWait, Int(Self.samples(from: 0, to: latency)) + 4_800)
@@ -112,7 +129,7 @@ final class RecordingPipeline: @unchecked Sendable {
                     if wait > mixer.maximumWait { mixer.maximumWait = wait }
                     mixer.append(source: index, position: position, samples: samples)
                 }
-            }
+            })
         }
         let group = DispatchGroup()
         spawn("replayd-capture", group) { self.captureLoop(start: start) }

@@ -228,6 +228,8 @@ package actor RecordingSessions {
     private func makeStatus(_ session: SessionStateMachine.Session, state: SessionStatus.State,
                             recorder: ScreenRecorder?, error: ReplayError?) -> SessionStatus {
         let statistics = recorder?.statistics() ?? RecordingStatistics()
+        // Until time zero (the sound sources are still coming up) the session is starting.
+        let state = state == .running && recorder != nil && !statistics.capturing ? .starting : state
         return SessionStatus(
             id: session.id, state: state, clientPID: session.clientPID, outputPath: session.options.outputPath,
             display: session.options.display, width: recorder?.width ?? 0, height: recorder?.height ?? 0,

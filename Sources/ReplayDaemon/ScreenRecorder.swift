@@ -12,6 +12,8 @@ public struct RecordingStatistics: Sendable, Equatable {
     public var framesDropped: Int = 0
     public var bytesWritten: Int64 = 0
     public var microphoneOn: Bool = false
+    /// False while the recording waits for its sound sources before time zero.
+    public var capturing: Bool = false
     public init() {}
 }
 

@@ -31,9 +31,14 @@ package struct AudioMixer: Sendable {
     package private(set) var counters = Counters()
     package private(set) var perSourceCounters: [Counters]
 
-    package init(sourceCount: Int, blockSize: Int, maximumWait: Int) {
+    /// How far past a block's end a source that has delivered nothing yet is waited for: a sound
+    /// server can take seconds to send a new stream's first samples.
+    package let firstDataWait: Int
+
+    package init(sourceCount: Int, blockSize: Int, maximumWait: Int, firstDataWait: Int? = nil) {
         self.blockSize = blockSize
         self.maximumWait = maximumWait
+        self.firstDataWait = max(maximumWait, firstDataWait ?? maximumWait)
         self.sources = Array(repeating: Source(), count: sourceCount)
         self.perSourceCounters = Array(repeating: Counters(), count: sourceCount)
     }
@@ -81,7 +86,8 @@ package struct AudioMixer: Sendable {
     package mutating func nextBlock(now: Int64) -> (position: Int64, sources: [[Float]])? {
         let blockEnd = cursor + Int64(blockSize)
         let allThere = sources.allSatisfy { ($0.end ?? Int64.min) >= blockEnd }
-        guard allThere || now >= blockEnd + Int64(maximumWait) else { return nil }
+        let wait = sources.contains { $0.start == nil } ? max(firstDataWait, maximumWait) : maximumWait
+        guard allThere || now >= blockEnd + Int64(wait) else { return nil }
         var blocks: [[Float]] = []
         blocks.reserveCapacity(sources.count)
         for index in sources.indices {

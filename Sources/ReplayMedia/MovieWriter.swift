@@ -6,8 +6,9 @@ import Glibc
 #endif
 
 /// AVAssetWriter's role: a fragmented MP4 through libavformat. The header (an empty `moov`) goes
-/// out at `start()`, then a `moof`+`mdat` fragment at least every `fragmentDuration`, each flushed
-/// to the file at once: if the process dies, the file plays up to the last fragment.
+/// out at `start()`, then a `moof`+`mdat` fragment at least every `fragmentDuration` (a quarter of
+/// a second), each flushed to the file at once: if the process dies, the file plays up to the last
+/// fragment.
 ///
 /// Called from the video and audio encoder threads: one lock serialises them (the muxer is not
 /// thread-safe), which is why this class is `@unchecked Sendable`.
@@ -25,7 +26,7 @@ public final class MovieWriter: @unchecked Sendable {
     private let bytes = Atomic<Int64>(0)
 
     /// Creates the file, which must not exist yet (mode 0600: a recording is private).
-    public init(path: String, fragmentDuration: Double = 0.5, logger: Logger) throws(MediaError) {
+    public init(path: String, fragmentDuration: Double = 0.25, logger: Logger) throws(MediaError) {
         self.path = path
         self.logger = logger
         let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)

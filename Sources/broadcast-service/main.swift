@@ -1,1 +1,113 @@
-print("todo")
+import ArgumentParser
+import BroadcastService
+import Foundation
+import Logging
+
+/// `broadcast-service`: the reference broadcast service, and its administration.
+@main
+struct BroadcastServiceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broadcast-service",
+        abstract: "The OpenReplayKit reference broadcast service: RTMP ingest, live directory, viewers, chat and likes.",
+        subcommands: [Serve.self, UserCommand.self, KeyCommand.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct DatabaseOption: ParsableArguments {
+    @Option(help: "SQLite file path (default: $XDG_DATA_HOME/openreplaykit/service/service.sqlite) or postgres://… URL.")
+    var database: String?
+
+    var location: DatabaseLocation { DatabaseLocation(argument: database) }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the web app and the RTMP ingest (the default).")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "HTTP port.") var port = 8080
+    @Option(name: .customLong("rtmp-port"), help: "RTMP ingest port.") var rtmpPort = 1935
+    @OptionGroup var database: DatabaseOption
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(name: .customLong("bcrypt-cost"), help: "bcrypt cost of password hashes (10–16).") var bcryptCost: UInt8 = 12
+    @Option(name: .customLong("fragment-ms"), help: "Milliseconds of media per fMP4 fragment sent to viewers (lower: less latency).")
+    var fragmentMilliseconds: Int64 = 100
+    @Option(name: .customLong("rtmp-setup-timeout"), help: "Seconds an RTMP client has to start publishing after connecting.")
+    var rtmpSetupTimeout = 10
+    @Option(name: .customLong("rtmp-idle-timeout"), help: "Seconds of silence after which an RTMP connection is closed.")
+    var rtmpIdleTimeout = 15
+    @Option(help: "Re-publish every broadcast to this RTMP URL ({id} and {user} are replaced), e.g. rtmp://cdn.example/live/{id}.")
+    var relay: String?
+    @Flag(name: .customLong("behind-https"), help: "Served through an HTTPS reverse proxy: Secure cookies, https/wss URLs.")
+    var behindHTTPS = false
+
+    func validate() throws {
+        guard (0...65535).contains(port), (0...65535).contains(rtmpPort) else { throw ValidationError("Ports are 0–65535.") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("Unknown log level \(logLevel).") }
+        guard (4...31).contains(bcryptCost) else { throw ValidationError("--bcrypt-cost is 4–31.") }
+        guard (20...5000).contains(fragmentMilliseconds) else { throw ValidationError("--fragment-ms is 20–5000.") }
+        if let relay, !(relay.hasPrefix("rtmp://") || relay.hasPrefix("rtmps://")) { throw ValidationError("--relay takes an rtmp:// or rtmps:// URL.") }
+        guard rtmpSetupTimeout > 0, rtmpIdleTimeout > 0 else { throw ValidationError("RTMP timeouts are at least 1 second.") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        FFmpegLogging.route()
+        let logger = Logger(label: "openreplaykit.service")
+        try await BroadcastServer.run(
+            configuration: .init(host: host, port: port, rtmpPort: rtmpPort, database: database.location, bcryptCost: bcryptCost,
+                                 fragmentDuration: fragmentMilliseconds, rtmpSetupTimeout: .seconds(Int64(rtmpSetupTimeout)),
+                                 rtmpIdleTimeout: .seconds(Int64(rtmpIdleTimeout)), relayTemplate: relay, secureCookies: behindHTTPS),
+            logger: logger)
+    }
+}
+
+struct UserCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "user", abstract: "Manage accounts.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create an account; the password is read from standard input.")
+        @Argument(help: "The account name (3–32 letters, digits, '-' or '_').") var name: String
+        @OptionGroup var database: DatabaseOption
+
+        func run() async throws {
+            guard let password = readLine(strippingNewline: true), !password.isEmpty else {
+                throw ValidationError("Give the password on standard input, e.g. `printf '%s\\n' \"$PASSWORD\" | broadcast-service user create \(name)`.")
+            }
+            try await ServiceAdministration.createUser(name: name, password: password, database: database.location)
+            print("Created account \(name).")
+        }
+    }
+}
+
+struct KeyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "key", abstract: "Manage stream keys.", subcommands: [Create.self, Revoke.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a stream key for an account and print it.")
+        @Argument(help: "The account name.") var name: String
+        @Option(help: "A label for the key.") var label = "cli"
+        @OptionGroup var database: DatabaseOption
+
+        func run() async throws {
+            print(try await ServiceAdministration.createStreamKey(userName: name, label: label, database: database.location))
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a stream key.")
+        @Argument(help: "The stream key.") var key: String
+        @OptionGroup var database: DatabaseOption
+
+        func run() async throws {
+            guard try await ServiceAdministration.revokeStreamKey(key, database: database.location) else {
+                throw ValidationError("No active stream key like that.")
+            }
+            print("Revoked.")
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+import Logging
+import NIOPosix
+
+/// The command line's administration tasks, on the same store the server uses.
+public enum ServiceAdministration {
+    /// Creates an account. The name has 3–32 letters, digits, `-` or `_`; the password 8–128 characters.
+    public static func createUser(name: String, password: String, database: DatabaseLocation, bcryptCost: UInt8 = 12) async throws {
+        try await database.withStore(logger: logger) { store in
+            _ = try await Accounts(store: store, threadPool: .singleton, bcryptCost: bcryptCost).createUser(name: name, password: password)
+        }
+    }
+
+    static let logger = Logger(label: "openreplaykit.service.admin")
+
+    /// Creates a stream key for an existing account and returns it.
+    public static func createStreamKey(userName: String, label: String, database: DatabaseLocation) async throws -> String {
+        try await database.withStore(logger: logger) { store in
+            guard let user = try await store.user(named: userName) else {
+                throw StoreError(message: "No account named \(userName); create it first with `broadcast-service user create \(userName)`.")
+            }
+            let key = Token.streamKey()
+            _ = try await store.createStreamKey(userID: user.id, key: key, label: label)
+            return key
+        }
+    }
+
+    /// Revokes a stream key; false when it was unknown or already revoked.
+    public static func revokeStreamKey(_ key: String, database: DatabaseLocation) async throws -> Bool {
+        try await database.withStore(logger: logger) { store in
+            guard let record = try await store.activeStreamKey(key) else { return false }
+            return try await store.revokeStreamKey(id: record.id, userID: record.userID, at: Date().timeIntervalSince1970)
+        }
+    }
+}

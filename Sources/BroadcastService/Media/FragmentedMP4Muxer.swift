@@ -1,0 +1,225 @@
+internal import CFFmpeg
+internal import CReplayShim
+public import NIOCore
+
+/// One moof+mdat fragment of the live fragmented MP4 stream.
+public struct MP4Fragment: Sendable {
+    public var bytes: ByteBuffer
+    /// The fragment begins with a video keyframe: a viewer can start here.
+    public var startsWithKeyframe: Bool
+    /// Decode time of the first video sample and the span of the fragment, in milliseconds.
+    public var startTime: Int64
+    public var duration: Int64
+}
+
+/// Remuxes H.264 (AVCC NAL units) and AAC (raw frames) into fragmented MP4 with libavformat's mov
+/// muxer, writing into memory through a custom AVIOContext.
+///
+/// It cuts a fragment itself (`movflags=frag_custom`): before every video keyframe, and once a
+/// fragment spans `fragmentDuration`, so that a fragment never waits for a whole GOP (low latency).
+///
+/// Owns its `AVFormatContext` and `AVIOContext`; freed in `deinit`. Not thread-safe: one owner
+/// calls it, one call at a time.
+final class FragmentedMP4Muxer {
+    struct VideoConfiguration { var avcC: [UInt8]; var width: Int; var height: Int }
+    struct AudioConfiguration { var audioSpecificConfig: [UInt8]; var sampleRate: Int; var channels: Int }
+
+    /// Collects what the muxer writes; the AVIO write callback appends here.
+    final class Output {
+        var bytes: [UInt8] = []
+    }
+
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private var io: UnsafeMutablePointer<AVIOContext>?
+    private let output = Output()
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private let videoIndex: Int32
+    private let audioIndex: Int32?
+    private let audioFrameMilliseconds: Int64
+
+    let initSegment: [UInt8]
+    let fragmentDuration: Int64
+
+    // The fragment being filled.
+    private var pendingPackets = 0
+    private var pendingStartsWithKeyframe = false
+    private var pendingStart: Int64?
+    private var lastVideoDTS: Int64?
+    private var lastVideoDuration: Int64 = 33
+    private var lastAudioDTS: Int64?
+
+    init(video: VideoConfiguration, audio: AudioConfiguration?, fragmentDuration: Int64 = 100) throws(FFmpegError) {
+        self.fragmentDuration = fragmentDuration
+        self.audioFrameMilliseconds = audio.map { max(1, Int64(1024 * 1000 / max(1, $0.sampleRate))) } ?? 23
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try check("avformat_alloc_output_context2(mp4)", avformat_alloc_output_context2(&ctx, nil, "mp4", nil))
+        context = ctx
+        guard let ctx else { throw FFmpegError("avformat_alloc_output_context2", message: "no context") }
+
+        // Streams.
+        guard let vs = avformat_new_stream(ctx, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
+        vs.pointee.time_base = AVRational(num: 1, den: 1000)
+        let vp = vs.pointee.codecpar!
+        vp.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        vp.pointee.codec_id = AV_CODEC_ID_H264
+        vp.pointee.width = Int32(video.width)
+        vp.pointee.height = Int32(video.height)
+        try Self.setExtradata(vp, video.avcC)
+        videoIndex = vs.pointee.index
+        if let audio {
+            guard let st = avformat_new_stream(ctx, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
+            st.pointee.time_base = AVRational(num: 1, den: 1000)
+            let ap = st.pointee.codecpar!
+            ap.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+            ap.pointee.codec_id = AV_CODEC_ID_AAC
+            ap.pointee.sample_rate = Int32(audio.sampleRate)
+            ap.pointee.frame_size = 1024
+            av_channel_layout_default(&ap.pointee.ch_layout, Int32(audio.channels))
+            try Self.setExtradata(ap, audio.audioSpecificConfig)
+            audioIndex = st.pointee.index
+        } else {
+            audioIndex = nil
+        }
+
+        // Output into memory.
+        let bufferSize: Int32 = 64 << 10
+        guard let buffer = av_malloc(Int(bufferSize)) else { throw FFmpegError("av_malloc", message: "out of memory") }
+        let opaque = Unmanaged.passUnretained(output).toOpaque()
+        io = avio_alloc_context(buffer.assumingMemoryBound(to: UInt8.self), bufferSize, 1, opaque, nil, { opaque, data, size in
+            guard let opaque, let data, size > 0 else { return 0 }
+            let output = Unmanaged<Output>.fromOpaque(opaque).takeUnretainedValue()
+            output.bytes.append(contentsOf: UnsafeBufferPointer(start: data, count: Int(size)))
+            return size
+        }, nil)
+        guard let io else { av_free(buffer); throw FFmpegError("avio_alloc_context", message: "out of memory") }
+        ctx.pointee.pb = io
+        ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+
+        var options: OpaquePointer?
+        defer { av_dict_free(&options) }
+        av_dict_set(&options, "movflags", "frag_custom+empty_moov+default_base_moof+omit_tfhd_offset", 0)
+        try check("avformat_write_header(mp4)", avformat_write_header(ctx, &options))
+        avio_flush(io)
+        initSegment = output.bytes
+        output.bytes.removeAll(keepingCapacity: true)
+        packet = av_packet_alloc()
+        guard packet != nil else { throw FFmpegError("av_packet_alloc", message: "out of memory") }
+    }
+
+    deinit {
+        av_packet_free(&packet)
+        if let context {
+            // The AVIOContext is ours (custom I/O): free the context first, then the I/O and its buffer.
+            avformat_free_context(context)
+        }
+        if io != nil {
+            av_freep(&io!.pointee.buffer)
+            avio_context_free(&io)
+        }
+    }
+
+    static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) throws(FFmpegError) {
+        guard let extradata = av_mallocz(bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
+            throw FFmpegError("av_mallocz", message: "out of memory")
+        }
+        bytes.withUnsafeBytes { extradata.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        par.pointee.extradata = extradata.assumingMemoryBound(to: UInt8.self)
+        par.pointee.extradata_size = Int32(bytes.count)
+    }
+
+    /// A packet held back until the next one of its stream gives its exact duration (the mov muxer
+    /// refuses a fragment's last sample to overlap the next fragment's first).
+    struct HeldPacket {
+        var data: ByteBuffer
+        var dts: Int64
+        var pts: Int64
+        var keyframe: Bool
+    }
+    private var heldVideo: HeldPacket?
+    private var heldAudio: HeldPacket?
+    private var videoWritten = false
+
+    /// Adds one video access unit (AVCC NAL units). Returns the fragment it closed, if any.
+    func writeVideo(_ data: ByteBuffer, dts: Int64, compositionTime: Int64, keyframe: Bool) throws(FFmpegError) -> MP4Fragment? {
+        if let last = lastVideoDTS {
+            // The mov muxer refuses non-increasing decode times: drop such a frame.
+            guard dts > last else { return nil }
+            lastVideoDuration = min(1000, dts - last)
+        }
+        lastVideoDTS = dts
+        let next = HeldPacket(data: data, dts: dts, pts: dts + max(0, compositionTime), keyframe: keyframe)
+        defer { heldVideo = next }
+        guard let held = heldVideo else { return nil }
+        return try writeHeldVideo(held, duration: dts - held.dts)
+    }
+
+    private func writeHeldVideo(_ held: HeldPacket, duration: Int64) throws(FFmpegError) -> MP4Fragment? {
+        var closed: MP4Fragment? = nil
+        if pendingPackets > 0, held.keyframe || (pendingStart.map { held.dts - $0 >= fragmentDuration } ?? false) {
+            closed = try cut(endTime: held.dts)
+        }
+        if pendingStart == nil { pendingStartsWithKeyframe = held.keyframe; pendingStart = held.dts }
+        try write(held.data, stream: videoIndex, dts: held.dts, pts: held.pts, duration: duration, keyframe: held.keyframe)
+        videoWritten = true
+        return closed
+    }
+
+    /// Adds one raw AAC frame.
+    func writeAudio(_ data: ByteBuffer, dts: Int64) throws(FFmpegError) {
+        guard let audioIndex else { return }
+        if let last = lastAudioDTS, dts <= last { return }
+        lastAudioDTS = dts
+        let next = HeldPacket(data: data, dts: dts, pts: dts, keyframe: true)
+        defer { heldAudio = next }
+        // Audio before the first video frame has nowhere to start: a viewer starts at a keyframe.
+        guard let held = heldAudio, videoWritten else { return }
+        try write(held.data, stream: audioIndex, dts: held.dts, pts: held.pts, duration: dts - held.dts, keyframe: true)
+    }
+
+    /// Writes what is held and closes the last fragment (at the end of the stream).
+    func flush() throws(FFmpegError) -> [MP4Fragment] {
+        var fragments: [MP4Fragment] = []
+        if let held = heldVideo {
+            if let closed = try writeHeldVideo(held, duration: lastVideoDuration) { fragments.append(closed) }
+            heldVideo = nil
+        }
+        if let held = heldAudio, let audioIndex, videoWritten {
+            try write(held.data, stream: audioIndex, dts: held.dts, pts: held.pts, duration: audioFrameMilliseconds, keyframe: true)
+            heldAudio = nil
+        }
+        if pendingPackets > 0 { fragments.append(try cut(endTime: (lastVideoDTS ?? 0) + lastVideoDuration)) }
+        return fragments
+    }
+
+    private func write(_ data: ByteBuffer, stream: Int32, dts: Int64, pts: Int64, duration: Int64, keyframe: Bool) throws(FFmpegError) {
+        guard let packet, let context else { return }
+        try check("av_new_packet", av_new_packet(packet, Int32(data.readableBytes)))
+        defer { av_packet_unref(packet) }
+        data.withUnsafeReadableBytes { raw in
+            if let base = raw.baseAddress { packet.pointee.data.update(from: base.assumingMemoryBound(to: UInt8.self), count: raw.count) }
+        }
+        packet.pointee.stream_index = stream
+        packet.pointee.dts = dts
+        packet.pointee.pts = pts
+        packet.pointee.duration = duration
+        if keyframe { packet.pointee.flags |= AV_PKT_FLAG_KEY }
+        let st = context.pointee.streams[Int(stream)]!
+        av_packet_rescale_ts(packet, AVRational(num: 1, den: 1000), st.pointee.time_base)
+        try check("av_write_frame(mp4)", av_write_frame(context, packet))
+        pendingPackets += 1
+    }
+
+    private func cut(endTime: Int64) throws(FFmpegError) -> MP4Fragment {
+        guard let context else { throw FFmpegError("cut", message: "no context") }
+        // A NULL packet with frag_custom flushes the queued samples as one fragment.
+        try check("av_write_frame(flush fragment)", av_write_frame(context, nil))
+        avio_flush(context.pointee.pb)
+        let start = pendingStart ?? endTime
+        let fragment = MP4Fragment(bytes: ByteBuffer(bytes: output.bytes), startsWithKeyframe: pendingStartsWithKeyframe,
+                                   startTime: start, duration: max(0, endTime - start))
+        output.bytes.removeAll(keepingCapacity: true)
+        pendingPackets = 0
+        pendingStart = nil
+        return fragment
+    }
+}

@@ -1,0 +1,191 @@
+public import Logging
+public import NIOCore
+public import NIOPosix
+public import ServiceLifecycle
+
+/// A publisher the service accepted: where its media goes.
+public struct IngestPublication: Sendable {
+    public var broadcastID: String
+    public var stream: LiveStream
+    /// An RTMP URL to re-publish the broadcast to (a CDN or a media-server cluster), if any.
+    public var relayURL: String?
+    public init(broadcastID: String, stream: LiveStream, relayURL: String? = nil) {
+        self.broadcastID = broadcastID
+        self.stream = stream
+        self.relayURL = relayURL
+    }
+}
+
+/// What the ingest asks of the rest of the service.
+public protocol RTMPIngestDelegate: Sendable {
+    /// A client asks to publish `streamKey` in application `app`; nil refuses it.
+    func startPublishing(app: String, streamKey: String, remoteAddress: String) async -> IngestPublication?
+    /// The publication ended (the publisher stopped or disconnected).
+    func stopPublishing(_ publication: IngestPublication) async
+}
+
+/// The RTMP ingest server: `rtmp://HOST:PORT/live/STREAM_KEY`, one SwiftNIO connection per publisher.
+///
+/// Defences: a connection must finish the handshake and start publishing within `setupTimeout`, and
+/// then never stay silent longer than `idleTimeout` (slowloris); messages above `maximumMessageSize`,
+/// malformed chunks and unknown handshakes close the connection with a log line.
+public struct RTMPIngestServer: Service {
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        public var setupTimeout: TimeAmount
+        public var idleTimeout: TimeAmount
+        public var maximumMessageSize: Int
+        /// Milliseconds of media per fMP4 fragment (lower is lower latency).
+        public var fragmentDuration: Int64
+
+        public init(host: String = "127.0.0.1", port: Int = 1935, setupTimeout: TimeAmount = .seconds(10),
+                    idleTimeout: TimeAmount = .seconds(15), maximumMessageSize: Int = 8 << 20, fragmentDuration: Int64 = 100) {
+            self.host = host
+            self.port = port
+            self.setupTimeout = setupTimeout
+            self.idleTimeout = idleTimeout
+            self.maximumMessageSize = maximumMessageSize
+            self.fragmentDuration = fragmentDuration
+        }
+    }
+
+    public let configuration: Configuration
+    let delegate: any RTMPIngestDelegate
+    let logger: Logger
+    let threadPool: NIOThreadPool
+    let group: any EventLoopGroup
+    let onBound: @Sendable (Int) -> Void
+
+    /// - Parameter onBound: told the bound port (useful with port 0).
+    public init(configuration: Configuration, delegate: any RTMPIngestDelegate, threadPool: NIOThreadPool = .singleton,
+                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+                onBound: @escaping @Sendable (Int) -> Void = { _ in }) {
+        self.configuration = configuration
+        self.delegate = delegate
+        self.threadPool = threadPool
+        self.group = group
+        self.logger = logger
+        self.onBound = onBound
+    }
+
+    public func run() async throws {
+        let idle = configuration.idleTimeout
+        let server = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .bind(host: configuration.host, port: configuration.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
+                    try channel.pipeline.syncOperations.addHandler(IdleCloser())
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        let port = server.channel.localAddress?.port ?? configuration.port
+        logger.info("RTMP ingest listening", metadata: ["address": "rtmp://\(configuration.host):\(port)/live/STREAM_KEY"])
+        onBound(port)
+        try await withGracefulShutdownHandler {
+            try await server.executeThenClose { connections in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in connections {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        } onGracefulShutdown: {
+            server.channel.close(promise: nil)
+        }
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        let channel = connection.channel
+        let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
+        var logger = self.logger
+        logger[metadataKey: "peer"] = "\(remote)"
+        // Handshake, connect and publish must all happen before this deadline.
+        let deadlineLogger = logger
+        let setupDeadline = channel.eventLoop.scheduleTask(in: configuration.setupTimeout) {
+            deadlineLogger.warning("RTMP connection closed: not publishing within the setup timeout")
+            channel.close(promise: nil)
+        }
+        var machine = RTMPConnectionStateMachine(maximumMessageSize: configuration.maximumMessageSize)
+        var publication: IngestPublication?
+        var pipeline: IngestPipeline?
+        await withGracefulShutdownHandler {
+            do {
+                try await connection.executeThenClose { inbound, outbound in
+                    reading: for try await bytes in inbound {
+                        var actions = try machine.receive(bytes)
+                        var index = 0
+                        while index < actions.count {
+                            let action = actions[index]
+                            index += 1
+                            switch action {
+                            case .send(let reply):
+                                try await outbound.write(reply)
+                            case .authorize(let app, let key):
+                                publication = await delegate.startPublishing(app: app, streamKey: key, remoteAddress: remote)
+                                if let publication {
+                                    setupDeadline.cancel()
+                                    logger[metadataKey: "broadcast"] = "\(publication.broadcastID)"
+                                    logger.info("RTMP publish started")
+                                    pipeline = IngestPipeline(stream: publication.stream, threadPool: threadPool, logger: logger,
+                                                              fragmentDuration: configuration.fragmentDuration,
+                                                              relay: publication.relayURL.map { RTMPRelay(url: $0, logger: logger) })
+                                } else {
+                                    logger.warning("RTMP publish refused: unknown or revoked stream key", metadata: ["key": "\(key.prefix(4))…"])
+                                }
+                                actions += try machine.authorization(accepted: publication != nil)
+                            case .media(let message):
+                                try await pipeline?.handle(message)
+                            case .close(let reason):
+                                switch reason {
+                                case .unknownApplication(let app):
+                                    logger.warning("RTMP connect refused: unknown application", metadata: ["app": "\(app)"])
+                                case .playRefused:
+                                    logger.warning("RTMP play refused: this server only ingests; watch over HTTP")
+                                case .streamKeyRefused, .unpublished:
+                                    break
+                                }
+                                break reading
+                            }
+                        }
+                    }
+                }
+            } catch let error as RTMPChunkError {
+                logger.warning("RTMP connection closed: malformed chunk stream", metadata: ["error": "\(error)"])
+            } catch let error as RTMPServerHandshake.Failure {
+                logger.warning("RTMP connection closed: bad handshake", metadata: ["error": "\(error)"])
+            } catch is ChannelError {
+                // Closed by a timeout or the peer; already logged where it was decided.
+            } catch {
+                logger.warning("RTMP connection closed", metadata: ["error": "\(error)"])
+            }
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+        setupDeadline.cancel()
+        if var pipeline {
+            await pipeline.finish()
+            logger.info("RTMP publish ended", metadata: ["video": "\(pipeline.videoFrames)", "audio": "\(pipeline.audioFrames)"])
+        }
+        if let publication { await delegate.stopPublishing(publication) }
+    }
+}
+
+/// Closes a connection that stays silent past the `IdleStateHandler`'s read timeout.
+final class IdleCloser: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            Logger(label: "openreplaykit.service.rtmp").warning("RTMP connection closed: idle timeout",
+                                                                metadata: ["peer": "\(context.remoteAddress.map { "\($0)" } ?? "?")"])
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}

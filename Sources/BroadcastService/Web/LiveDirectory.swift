@@ -1,0 +1,245 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Generates random identifiers and secrets.
+enum Token {
+    /// `bytes` random bytes as lowercase hex.
+    static func hex(_ bytes: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<bytes).map { _ in
+            let b = UInt8.random(in: 0...255, using: &generator)
+            return String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16)
+        }.joined()
+    }
+
+    /// A short id for URLs (base32-ish, 12 characters).
+    static func shortID() -> String {
+        let alphabet = Array("abcdefghijkmnpqrstuvwxyz23456789")
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<12).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
+    }
+
+    /// A new stream key.
+    static func streamKey() -> String { "live_" + hex(16) }
+}
+
+/// Fans JSON events (comments, likes, viewer count, application changes) out to subscribers: the
+/// viewers' pages and the broadcaster's extension.
+final class EventHub: Sendable {
+    private let state = Mutex<(next: Int, subscribers: [Int: AsyncStream<String>.Continuation])>((0, [:]))
+
+    func subscribe() -> (Int, AsyncStream<String>) {
+        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let id = state.withLock { s in
+            let id = s.next
+            s.next += 1
+            s.subscribers[id] = continuation
+            return id
+        }
+        return (id, stream)
+    }
+
+    func unsubscribe(_ id: Int) {
+        state.withLock { $0.subscribers.removeValue(forKey: id) }?.finish()
+    }
+
+    func publish(_ event: ServiceEvent) {
+        guard let data = try? JSONEncoder().encode(event), let text = String(data: data, encoding: .utf8) else { return }
+        state.withLock { s in for c in s.subscribers.values { c.yield(text) } }
+    }
+
+    func finishAll() {
+        let all = state.withLock { s in
+            let all = Array(s.subscribers.values)
+            s.subscribers.removeAll()
+            return all
+        }
+        for c in all { c.finish() }
+    }
+}
+
+/// An event on a broadcast's event stream (see docs/SERVICE-API.md).
+struct ServiceEvent: Codable, Sendable {
+    var type: String
+    var viewerCount: Int?
+    var likes: Int?
+    var user: String?
+    var text: String?
+    var time: Double?
+    var application: ApplicationJSON?
+    var mime: String?
+}
+
+struct ApplicationJSON: Codable, Sendable {
+    var id: String
+    var name: String
+    var iconURL: String?
+}
+
+struct Comment: Sendable {
+    var user: String
+    var text: String
+    var time: Double
+}
+
+/// A broadcast that is live now.
+final class LiveBroadcast: Sendable {
+    struct State {
+        var record: BroadcastRecord
+        var broadcaster: String
+        var viewers = 0
+        var comments: [Comment] = []
+    }
+
+    let stream: LiveStream
+    let events = EventHub()
+    private let state: Mutex<State>
+
+    init(record: BroadcastRecord, broadcaster: String, stream: LiveStream) {
+        self.stream = stream
+        self.state = Mutex(State(record: record, broadcaster: broadcaster))
+    }
+
+    var record: BroadcastRecord { state.withLock { $0.record } }
+    var broadcaster: String { state.withLock { $0.broadcaster } }
+    var viewerCount: Int { state.withLock { $0.viewers } }
+    var comments: [Comment] { state.withLock { $0.comments } }
+
+    func viewerJoined() -> BroadcastRecord {
+        let (count, record) = state.withLock { s in
+            s.viewers += 1
+            s.record.viewerPeak = max(s.record.viewerPeak, s.viewers)
+            return (s.viewers, s.record)
+        }
+        events.publish(ServiceEvent(type: "viewers", viewerCount: count))
+        return record
+    }
+
+    func viewerLeft() {
+        let count = state.withLock { s in
+            s.viewers = max(0, s.viewers - 1)
+            return s.viewers
+        }
+        events.publish(ServiceEvent(type: "viewers", viewerCount: count))
+    }
+
+    func like(by user: String) -> BroadcastRecord {
+        let record = state.withLock { s in
+            s.record.likes += 1
+            return s.record
+        }
+        events.publish(ServiceEvent(type: "like", likes: record.likes, user: user, time: Date().timeIntervalSince1970))
+        return record
+    }
+
+    func comment(_ comment: Comment) {
+        state.withLock { s in
+            s.comments.append(comment)
+            if s.comments.count > 50 { s.comments.removeFirst(s.comments.count - 50) }
+        }
+        events.publish(ServiceEvent(type: "comment", user: comment.user, text: comment.text, time: comment.time))
+    }
+
+    func setApplication(_ application: ApplicationInfo, iconURL: String?) -> BroadcastRecord {
+        let record = state.withLock { s in
+            s.record.application = application
+            return s.record
+        }
+        events.publish(ServiceEvent(type: "application", application: ApplicationJSON(id: application.id, name: application.name, iconURL: iconURL)))
+        return record
+    }
+
+    func setTitle(_ title: String) {
+        state.withLock { $0.record.title = title }
+    }
+
+    func markEnded(at time: Double) -> BroadcastRecord {
+        state.withLock { s in
+            s.record.endedAt = time
+            return s.record
+        }
+    }
+}
+
+/// The live broadcasts, and the ingest's gatekeeper: a publish with an active stream key becomes a
+/// live broadcast (the one the extension API prepared for that key, or a new one).
+final class LiveDirectory: RTMPIngestDelegate {
+    let store: any ServiceStore
+    let logger: Logger
+    private let live = Mutex<[String: LiveBroadcast]>([:])
+
+    /// `--relay`: an RTMP URL template, `{id}` and `{user}` replaced per broadcast.
+    let relayTemplate: String?
+
+    init(store: any ServiceStore, logger: Logger, relayTemplate: String? = nil) {
+        self.store = store
+        self.logger = logger
+        self.relayTemplate = relayTemplate
+    }
+
+    var broadcasts: [LiveBroadcast] {
+        live.withLock { Array($0.values) }.sorted { ($0.record.startedAt ?? 0) > ($1.record.startedAt ?? 0) }
+    }
+
+    func broadcast(id: String) -> LiveBroadcast? { live.withLock { $0[id] } }
+
+    func startPublishing(app: String, streamKey: String, remoteAddress: String) async -> IngestPublication? {
+        do {
+            guard let key = try await store.activeStreamKey(streamKey), let user = try await store.user(id: key.userID) else { return nil }
+            let now = Date().timeIntervalSince1970
+            var record: BroadcastRecord
+            if var pending = try await store.pendingBroadcast(streamKeyID: key.id, since: now - 24 * 3600) {
+                pending.startedAt = now
+                record = pending
+                try await store.updateBroadcast(record)
+            } else {
+                record = BroadcastRecord(id: Token.shortID(), userID: user.id, streamKeyID: key.id, title: "\(user.name)'s broadcast",
+                                         application: .desktop, createdAt: now, startedAt: now, endedAt: nil, viewerPeak: 0, likes: 0)
+                try await store.insertBroadcast(record)
+            }
+            let broadcast = LiveBroadcast(record: record, broadcaster: user.name, stream: LiveStream())
+            // One live broadcast per key: a new publish replaces a stale one.
+            let previous = live.withLock { l -> LiveBroadcast? in
+                let previous = l.values.first { $0.record.streamKeyID == key.id }
+                if let previous { l[previous.record.id] = nil }
+                l[record.id] = broadcast
+                return previous
+            }
+            if let previous { await end(previous) }
+            logger.info("Broadcast live", metadata: ["broadcast": "\(record.id)", "user": "\(user.name)", "peer": "\(remoteAddress)"])
+            let relay = relayTemplate.map { $0.replacingOccurrences(of: "{id}", with: record.id).replacingOccurrences(of: "{user}", with: user.name) }
+            return IngestPublication(broadcastID: record.id, stream: broadcast.stream, relayURL: relay)
+        } catch {
+            logger.error("Publish refused: store error", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    func stopPublishing(_ publication: IngestPublication) async {
+        let broadcast = live.withLock { l -> LiveBroadcast? in
+            guard let b = l[publication.broadcastID], b.stream === publication.stream else { return nil }
+            l[publication.broadcastID] = nil
+            return b
+        }
+        if let broadcast { await end(broadcast) }
+    }
+
+    private func end(_ broadcast: LiveBroadcast) async {
+        let record = broadcast.markEnded(at: Date().timeIntervalSince1970)
+        broadcast.events.publish(ServiceEvent(type: "ended"))
+        broadcast.events.finishAll()
+        broadcast.stream.end()
+        do { try await store.updateBroadcast(record) } catch {
+            logger.error("Could not record the end of a broadcast", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
+        }
+        logger.info("Broadcast ended", metadata: ["broadcast": "\(record.id)", "viewerPeak": "\(record.viewerPeak)", "likes": "\(record.likes)"])
+    }
+
+    /// Saves a record that changed while live (likes, application, peak).
+    func persist(_ record: BroadcastRecord) async {
+        do { try await store.updateBroadcast(record) } catch {
+            logger.error("Could not save a broadcast", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
+        }
+    }
+}

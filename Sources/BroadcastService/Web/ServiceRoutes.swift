@@ -1,0 +1,579 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// JSON shapes of the HTTP API (docs/SERVICE-API.md).
+struct LiveBroadcastJSON: Codable, Sendable {
+    var id: String
+    var title: String
+    var broadcaster: String
+    var application: ApplicationJSON
+    var viewerCount: Int
+    var likes: Int
+    var live: Bool
+    var startedAt: Double?
+    var endedAt: Double?
+    var pageURL: String
+    var hlsURL: String
+    var webSocketURL: String
+    var eventsURL: String
+    var rtmpURL: String?
+}
+
+struct LiveListJSON: Codable, Sendable { var broadcasts: [LiveBroadcastJSON] }
+
+struct ApplicationInput: Codable, Sendable {
+    var id: String
+    var name: String
+    /// The application's icon, PNG, base64.
+    var iconPNG: String?
+}
+
+struct CreateBroadcastInput: Codable, Sendable {
+    var title: String
+    var application: ApplicationInput?
+}
+
+struct ChatInput: Codable, Sendable { var text: String }
+
+struct CredentialsForm: Decodable, Sendable {
+    var name: String
+    var password: String
+    var csrf: String?
+}
+
+struct CSRFForm: Decodable, Sendable {
+    var csrf: String?
+    var label: String?
+}
+
+/// The routes of the web app and the extension API.
+struct ServiceRoutes: Sendable {
+    typealias Context = BasicWebSocketRequestContext
+
+    let directory: LiveDirectory
+    let accounts: Accounts
+    let configuration: BroadcastServiceConfiguration
+    let readiness: Readiness
+    let logger: Logger
+    var rtmpPort: Int { readiness.rtmpPort ?? configuration.rtmpPort }
+    let chatLimiter = RateLimiter(limit: 5, window: 10)
+    let likeLimiter = RateLimiter(limit: 10, window: 10)
+    var store: any ServiceStore { directory.store }
+
+    static let sessionCookie = "ork_session"
+    static let csrfCookie = "ork_csrf"
+    static let maximumChatLength = 300
+    static let maximumIconBytes = 256 << 10
+
+    func register(on router: Router<Context>) {
+        router.get("/healthz") { _, _ in "ok" }
+        router.get("/static/player.js") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-cache"],
+                     body: .init(byteBuffer: ByteBuffer(string: PlayerScript.source)))
+        }
+        router.get("/static/style.css") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: HTML.style)))
+        }
+        router.get("/icons/:app") { _, context in try await self.icon(context.parameters.require("app")) }
+
+        // Viewers.
+        router.get("/") { request, _ in try await self.directoryPage(request) }
+        router.get("/apps/:app") { request, context in try await self.applicationPage(request, applicationID: context.parameters.require("app")) }
+        router.get("/b/:id") { request, context in try await self.broadcastPage(request, id: context.parameters.require("id")) }
+        router.post("/b/:id/chat") { request, context in try await self.chat(request, id: context.parameters.require("id")) }
+        router.post("/b/:id/like") { request, context in try await self.like(request, id: context.parameters.require("id")) }
+        router.ws("/b/:id/ws") { _, context in
+            guard let id = context.parameters.get("id"), directory.broadcast(id: id) != nil else { return .dontUpgrade }
+            return .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            guard let id = context.requestContext.parameters.get("id"), let broadcast = directory.broadcast(id: id) else { return }
+            try await Self.serveViewer(broadcast, inbound: inbound, outbound: outbound)
+        }
+        router.get("/hls/:id/index.m3u8") { _, context in
+            guard let playlist = directory.broadcast(id: try context.parameters.require("id"))?.stream.hlsPlaylist() else {
+                throw HTTPError(.notFound, message: "No HLS playlist yet")
+            }
+            return Response(status: .ok, headers: [.contentType: "application/vnd.apple.mpegurl", .cacheControl: "no-cache"],
+                            body: .init(byteBuffer: ByteBuffer(string: playlist)))
+        }
+        router.get("/hls/:id/:file") { _, context in
+            guard let stream = directory.broadcast(id: try context.parameters.require("id"))?.stream else { throw HTTPError(.notFound) }
+            let file = try context.parameters.require("file")
+            let bytes: ByteBuffer?
+            if file == "init.mp4" {
+                bytes = stream.initSegment
+            } else if file.hasPrefix("seg"), file.hasSuffix(".m4s"), let n = Int(file.dropFirst(3).dropLast(4)) {
+                bytes = stream.hlsSegment(n)
+            } else {
+                bytes = nil
+            }
+            guard let bytes else { throw HTTPError(.notFound) }
+            return Response(status: .ok, headers: [.contentType: "video/mp4"], body: .init(byteBuffer: bytes))
+        }
+
+        // Accounts.
+        router.get("/signup") { request, _ in self.formPage(request, title: "Sign up", action: "/signup", error: nil) }
+        router.post("/signup") { request, _ in try await self.signUp(request) }
+        router.get("/signin") { request, _ in self.formPage(request, title: "Sign in", action: "/signin", error: nil) }
+        router.post("/signin") { request, _ in try await self.signIn(request) }
+        router.post("/signout") { request, _ in try await self.signOut(request) }
+        router.get("/account") { request, _ in try await self.accountPage(request) }
+        router.post("/account/keys") { request, _ in try await self.createKey(request) }
+        router.post("/account/keys/:key/revoke") { request, context in
+            try await self.revokeKey(request, keyID: context.parameters.require("key", as: Int64.self))
+        }
+
+        // The JSON API.
+        router.get("/api/live") { request, _ in
+            try Self.json(LiveListJSON(broadcasts: directory.broadcasts.map { self.describe($0, request: request) }))
+        }
+        router.post("/api/v1/broadcasts") { request, _ in try await self.createBroadcast(request) }
+        router.get("/api/v1/broadcasts/:id") { request, context in try await self.getBroadcast(request, id: context.parameters.require("id")) }
+        router.put("/api/v1/broadcasts/:id/application") { request, context in
+            try await self.changeApplication(request, id: context.parameters.require("id"))
+        }
+        router.ws("/api/v1/broadcasts/:id/events") { request, context in
+            guard let id = context.parameters.get("id"), let key = try await self.apiKey(request),
+                  let record = try await store.broadcast(id: id), record.userID == key.userID else { return .dontUpgrade }
+            return .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            guard let id = context.requestContext.parameters.get("id") else { return }
+            try await self.serveExtensionEvents(id: id, inbound: inbound, outbound: outbound)
+        }
+    }
+
+    // MARK: Helpers
+
+    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(data: try encoder.encode(value))))
+    }
+
+    func baseURL(_ request: Request) -> String {
+        (configuration.secureCookies ? "https://" : "http://") + (request.head.authority ?? "\(configuration.host):\(configuration.port)")
+    }
+
+    func hostName(_ request: Request) -> String {
+        let authority = request.head.authority ?? configuration.host
+        if authority.hasPrefix("[") { return String(authority.prefix { $0 != "]" }) + "]" }
+        return String(authority.prefix { $0 != ":" })
+    }
+
+    func iconURL(_ applicationID: String, request: Request) -> String {
+        baseURL(request) + "/icons/" + (applicationID.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? "app")
+    }
+
+    func describe(_ broadcast: LiveBroadcast, request: Request) -> LiveBroadcastJSON {
+        describe(broadcast.record, broadcaster: broadcast.broadcaster, viewers: broadcast.viewerCount, live: true, request: request)
+    }
+
+    func describe(_ record: BroadcastRecord, broadcaster: String, viewers: Int, live: Bool, request: Request, withRTMP: Bool = false) -> LiveBroadcastJSON {
+        let base = baseURL(request)
+        let ws = base.hasPrefix("https://") ? "wss://" + base.dropFirst(8) : "ws://" + base.dropFirst(7)
+        return LiveBroadcastJSON(
+            id: record.id, title: record.title, broadcaster: broadcaster,
+            application: ApplicationJSON(id: record.application.id, name: record.application.name, iconURL: iconURL(record.application.id, request: request)),
+            viewerCount: viewers, likes: record.likes, live: live, startedAt: record.startedAt, endedAt: record.endedAt,
+            pageURL: "\(base)/b/\(record.id)", hlsURL: "\(base)/hls/\(record.id)/index.m3u8", webSocketURL: "\(ws)/b/\(record.id)/ws",
+            eventsURL: "\(ws)/api/v1/broadcasts/\(record.id)/events",
+            rtmpURL: withRTMP ? "rtmp://\(hostName(request)):\(rtmpPort)/live" : nil)
+    }
+
+    func currentUser(_ request: Request) async throws -> UserRecord? {
+        guard let token = request.cookies[Self.sessionCookie]?.value, !token.isEmpty else { return nil }
+        return try await store.sessionUser(token: token, now: Date().timeIntervalSince1970)
+    }
+
+    /// The CSRF token of this browser (double-submit cookie), and whether it is new.
+    func csrfToken(_ request: Request) -> (String, Bool) {
+        if let value = request.cookies[Self.csrfCookie]?.value, value.count == 64 { return (value, false) }
+        return (Token.hex(32), true)
+    }
+
+    func checkCSRF(_ request: Request, submitted: String?) throws {
+        guard let cookie = request.cookies[Self.csrfCookie]?.value, !cookie.isEmpty, let submitted, submitted == cookie else {
+            logger.warning("Request refused: missing or wrong CSRF token", metadata: ["path": "\(request.uri.path)"])
+            throw HTTPError(.forbidden, message: "Missing or wrong CSRF token; reload the page and try again.")
+        }
+    }
+
+    func html(_ body: String, status: HTTPResponse.Status = .ok, csrf: (String, Bool)) -> Response {
+        var response = Response(status: status, headers: [
+            .contentType: "text/html; charset=utf-8",
+            .contentSecurityPolicy: "default-src 'self'; img-src 'self' data:; media-src 'self' blob:; connect-src 'self' ws: wss:; frame-ancestors 'none'",
+            .init("X-Content-Type-Options")!: "nosniff",
+        ], body: .init(byteBuffer: ByteBuffer(string: body)))
+        if csrf.1 { response.setCookie(Cookie(name: Self.csrfCookie, value: csrf.0, path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .strict)) }
+        return response
+    }
+
+    static func redirect(_ location: String) -> Response {
+        Response(status: .seeOther, headers: [.location: location])
+    }
+
+    func form<T: Decodable>(_ request: Request, as type: T.Type) async throws -> T {
+        var request = request
+        let body = try await request.collectBody(upTo: 16 << 10)
+        do {
+            return try URLEncodedFormDecoder().decode(T.self, from: String(buffer: body))
+        } catch {
+            throw HTTPError(.badRequest, message: "Malformed form.")
+        }
+    }
+
+    // MARK: Pages
+
+    func directoryPage(_ request: Request) async throws -> Response {
+        let user = try await currentUser(request)
+        let csrf = csrfToken(request)
+        let groups = Dictionary(grouping: directory.broadcasts) { $0.record.application.id }
+        let items = groups.values.sorted { $0.count > $1.count }.map { broadcasts -> String in
+            let app = broadcasts[0].record.application
+            return """
+            <li class="app" data-app="\(HTML.escape(app.id))"><a href="/apps/\(HTML.escape(app.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""))">\
+            <img src="/icons/\(HTML.escape(app.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""))" alt="">\
+            <span class="name">\(HTML.escape(app.name))</span></a> <span class="count">\(broadcasts.count) live</span></li>
+            """
+        }
+        let body = items.isEmpty ? "<h1>Live now</h1><p>Nobody is live. Publish with ffmpeg or OBS to start.</p>"
+            : "<h1>Live now</h1><ul class=\"apps\">\(items.joined())</ul>"
+        return html(HTML.page(title: "Live", user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
+    }
+
+    func applicationPage(_ request: Request, applicationID: String) async throws -> Response {
+        let user = try await currentUser(request)
+        let csrf = csrfToken(request)
+        let broadcasts = directory.broadcasts.filter { $0.record.application.id == applicationID }
+        let name = broadcasts.first?.record.application.name ?? applicationID
+        let items = broadcasts.map { b in
+            """
+            <li class="broadcast"><a href="/b/\(HTML.escape(b.record.id))">\(HTML.escape(b.record.title))</a> \
+            by \(HTML.escape(b.broadcaster)) · <span class="viewers">\(b.viewerCount)</span> watching</li>
+            """
+        }
+        let body = "<h1><img src=\"/icons/\(HTML.escape(applicationID))\" alt=\"\" width=\"32\"> \(HTML.escape(name))</h1>"
+            + (items.isEmpty ? "<p>Nobody is live with this application.</p>" : "<ul class=\"list\">\(items.joined())</ul>")
+        return html(HTML.page(title: name, user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
+    }
+
+    func broadcastPage(_ request: Request, id: String) async throws -> Response {
+        let user = try await currentUser(request)
+        let csrf = csrfToken(request)
+        guard let broadcast = directory.broadcast(id: id) else {
+            guard let record = try await store.broadcast(id: id) else { throw HTTPError(.notFound, message: "No such broadcast.") }
+            let state = record.endedAt != nil ? "This broadcast has ended." : "This broadcast has not started yet."
+            return html(HTML.page(title: record.title, user: user?.name, csrf: csrf.0,
+                                  body: "<h1>\(HTML.escape(record.title))</h1><p>\(state)</p>"), csrf: csrf)
+        }
+        let record = broadcast.record
+        let comments = broadcast.comments.map { "<li><b>\(HTML.escape($0.user))</b>\(HTML.escape($0.text))</li>" }.joined()
+        let interact = user == nil
+            ? "<p><a href=\"/signin\">Sign in</a> to chat and like.</p>"
+            : """
+              <form id="chat-form"><input name="text" maxlength="\(Self.maximumChatLength)" autocomplete="off" placeholder="Say something">\
+              <button>Send</button></form>
+              """
+        let body = """
+        <div id="broadcast" data-id="\(HTML.escape(record.id))" data-csrf="\(HTML.escape(csrf.0))" data-user="\(HTML.escape(user?.name ?? ""))">
+        <h1 id="title">\(HTML.escape(record.title))</h1>
+        <p>by <b id="broadcaster">\(HTML.escape(broadcast.broadcaster))</b> · playing <span id="application">\(HTML.escape(record.application.name))</span>
+        · <span id="viewers">\(broadcast.viewerCount)</span> watching · <span id="likes">\(record.likes)</span> likes
+        \(user == nil ? "" : "<button id=\"like\">Like</button>")</p>
+        <div id="side"><video id="video" muted autoplay playsinline controls></video>
+        <div><ul id="chat">\(comments)</ul>\(interact)</div></div>
+        <p id="status"></p></div>
+        <script src="/static/player.js"></script>
+        """
+        return html(HTML.page(title: record.title, user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
+    }
+
+    func formPage(_ request: Request, title: String, action: String, error: String?, status: HTTPResponse.Status = .ok) -> Response {
+        let csrf = csrfToken(request)
+        let body = "<h1>\(HTML.escape(title))</h1>" + HTML.form(action: action, csrf: csrf.0, submit: title,
+                                                              fields: [("name", "Name", "text"), ("password", "Password", "password")], error: error)
+        return html(HTML.page(title: title, user: nil, csrf: csrf.0, body: body), status: status, csrf: csrf)
+    }
+
+    func accountPage(_ request: Request) async throws -> Response {
+        guard let user = try await currentUser(request) else { return Self.redirect("/signin") }
+        let csrf = csrfToken(request)
+        let keys = try await store.streamKeys(userID: user.id)
+        let rtmp = "rtmp://\(hostName(request)):\(rtmpPort)/live"
+        let rows = keys.map { key in
+            key.revokedAt == nil
+                ? """
+                  <li class="key"><b>\(HTML.escape(key.label))</b> <code>\(HTML.escape(key.key))</code>
+                  <form method="post" action="/account/keys/\(key.id)/revoke" class="inline"><input type="hidden" name="csrf" value="\(HTML.escape(csrf.0))"><button>Revoke</button></form></li>
+                  """
+                : "<li class=\"key revoked\"><b>\(HTML.escape(key.label))</b> revoked</li>"
+        }.joined()
+        let past = try await store.broadcasts(userID: user.id, limit: 20).map { b in
+            "<li><a href=\"/b/\(HTML.escape(b.id))\">\(HTML.escape(b.title))</a> · \(HTML.escape(b.application.name)) · peak \(b.viewerPeak) · \(b.likes) likes</li>"
+        }.joined()
+        let body = """
+        <h1>\(HTML.escape(user.name))</h1>
+        <h2>Stream keys</h2><p>Publish to <code>\(HTML.escape(rtmp))/STREAM_KEY</code>.</p><ul id="keys">\(rows)</ul>
+        <form method="post" action="/account/keys"><input type="hidden" name="csrf" value="\(HTML.escape(csrf.0))">
+        <input name="label" placeholder="Label" maxlength="64"><button>Create a stream key</button></form>
+        <h2>Broadcasts</h2><ul id="broadcasts">\(past)</ul>
+        """
+        return html(HTML.page(title: "Account", user: user.name, csrf: csrf.0, body: body), csrf: csrf)
+    }
+
+    // MARK: Account actions
+
+    func sessionResponse(for user: UserRecord) async throws -> Response {
+        let token = try await accounts.newSession(for: user)
+        var response = Self.redirect("/account")
+        response.setCookie(Cookie(name: Self.sessionCookie, value: token, maxAge: Int(Accounts.sessionLifetime), path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .lax))
+        return response
+    }
+
+    func signUp(_ request: Request) async throws -> Response {
+        let form = try await form(request, as: CredentialsForm.self)
+        try checkCSRF(request, submitted: form.csrf)
+        do {
+            let user = try await accounts.createUser(name: form.name, password: form.password)
+            logger.info("Account created", metadata: ["user": "\(user.name)"])
+            return try await sessionResponse(for: user)
+        } catch let error as Accounts.Failure {
+            return formPage(request, title: "Sign up", action: "/signup", error: error.message, status: .badRequest)
+        }
+    }
+
+    func signIn(_ request: Request) async throws -> Response {
+        let form = try await form(request, as: CredentialsForm.self)
+        try checkCSRF(request, submitted: form.csrf)
+        do {
+            guard let user = try await accounts.signIn(name: form.name, password: form.password) else {
+                logger.notice("Sign-in failed", metadata: ["user": "\(form.name.prefix(32))"])
+                return formPage(request, title: "Sign in", action: "/signin", error: "Wrong name or password.", status: .unauthorized)
+            }
+            return try await sessionResponse(for: user)
+        } catch let error as Accounts.Failure {
+            logger.warning("Sign-in refused: rate limited", metadata: ["user": "\(form.name.prefix(32))"])
+            return formPage(request, title: "Sign in", action: "/signin", error: error.message, status: .tooManyRequests)
+        }
+    }
+
+    func signOut(_ request: Request) async throws -> Response {
+        let form = try await form(request, as: CSRFForm.self)
+        try checkCSRF(request, submitted: form.csrf)
+        if let token = request.cookies[Self.sessionCookie]?.value { try await store.deleteSession(token: token) }
+        var response = Self.redirect("/")
+        response.setCookie(Cookie(name: Self.sessionCookie, value: "", maxAge: 0, path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .lax))
+        return response
+    }
+
+    func createKey(_ request: Request) async throws -> Response {
+        guard let user = try await currentUser(request) else { throw HTTPError(.unauthorized) }
+        let form = try await form(request, as: CSRFForm.self)
+        try checkCSRF(request, submitted: form.csrf)
+        let label = String((form.label ?? "").trimmingCharacters(in: .whitespacesAndNewlines).prefix(64))
+        _ = try await store.createStreamKey(userID: user.id, key: Token.streamKey(), label: label.isEmpty ? "key" : label)
+        return Self.redirect("/account")
+    }
+
+    func revokeKey(_ request: Request, keyID: Int64) async throws -> Response {
+        guard let user = try await currentUser(request) else { throw HTTPError(.unauthorized) }
+        let form = try await form(request, as: CSRFForm.self)
+        try checkCSRF(request, submitted: form.csrf)
+        _ = try await store.revokeStreamKey(id: keyID, userID: user.id, at: Date().timeIntervalSince1970)
+        return Self.redirect("/account")
+    }
+
+    // MARK: Chat and likes
+
+    func signedInViewer(_ request: Request) async throws -> UserRecord {
+        guard let user = try await currentUser(request) else { throw HTTPError(.unauthorized, message: "Sign in to chat and like.") }
+        try checkCSRF(request, submitted: request.headers[.init("X-CSRF-Token")!])
+        return user
+    }
+
+    func chat(_ request: Request, id: String) async throws -> Response {
+        let user = try await signedInViewer(request)
+        guard let broadcast = directory.broadcast(id: id) else { throw HTTPError(.notFound, message: "The broadcast is not live.") }
+        var request = request
+        let body = try await request.collectBody(upTo: 4 << 10)
+        guard let input = try? JSONDecoder().decode(ChatInput.self, from: Data(buffer: body)) else { throw HTTPError(.badRequest, message: "Expected {\"text\": …}.") }
+        let text = input.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { throw HTTPError(.badRequest, message: "Empty message.") }
+        guard text.count <= Self.maximumChatLength else { throw HTTPError(.contentTooLarge, message: "At most \(Self.maximumChatLength) characters.") }
+        guard chatLimiter.allow("\(user.id)") else {
+            logger.notice("Chat refused: rate limited", metadata: ["user": "\(user.name)"])
+            throw HTTPError(.tooManyRequests, message: "Slow down.")
+        }
+        broadcast.comment(Comment(user: user.name, text: text, time: Date().timeIntervalSince1970))
+        return Response(status: .noContent)
+    }
+
+    func like(_ request: Request, id: String) async throws -> Response {
+        let user = try await signedInViewer(request)
+        guard let broadcast = directory.broadcast(id: id) else { throw HTTPError(.notFound, message: "The broadcast is not live.") }
+        guard likeLimiter.allow("\(user.id)") else { throw HTTPError(.tooManyRequests, message: "Slow down.") }
+        await directory.persist(broadcast.like(by: user.name))
+        return Response(status: .noContent)
+    }
+
+    // MARK: WebSockets
+
+    static func serveViewer(_ broadcast: LiveBroadcast, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+        _ = broadcast.viewerJoined()
+        let (fragmentsID, fragments) = broadcast.stream.subscribe()
+        let (eventsID, events) = broadcast.events.subscribe()
+        defer {
+            broadcast.stream.unsubscribe(fragmentsID)
+            broadcast.events.unsubscribe(eventsID)
+            broadcast.viewerLeft()
+        }
+        try await outbound.write(.text(Self.eventText(ServiceEvent(type: "viewers", viewerCount: broadcast.viewerCount, likes: broadcast.record.likes))))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var announced = false
+                for await fragment in fragments {
+                    if !announced, let mime = broadcast.stream.mimeType {
+                        try await outbound.write(.text(Self.eventText(ServiceEvent(type: "stream", mime: mime))))
+                        announced = true
+                    }
+                    try await outbound.write(.binary(fragment))
+                }
+            }
+            group.addTask {
+                for await event in events { try await outbound.write(.text(event)) }
+            }
+            group.addTask {
+                for try await _ in inbound {}
+            }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    static func eventText(_ event: ServiceEvent) -> String {
+        (try? JSONEncoder().encode(event)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
+    }
+
+    func serveExtensionEvents(id: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+        // The extension may connect just before its RTMP publish starts: wait up to 15 s for it.
+        var broadcast = directory.broadcast(id: id)
+        for _ in 0..<150 where broadcast == nil {
+            try await Task.sleep(for: .milliseconds(100))
+            broadcast = directory.broadcast(id: id)
+        }
+        guard let broadcast else {
+            try await outbound.write(.text(Self.eventText(ServiceEvent(type: "ended"))))
+            return
+        }
+        let (eventsID, events) = broadcast.events.subscribe()
+        defer { broadcast.events.unsubscribe(eventsID) }
+        try await outbound.write(.text(Self.eventText(ServiceEvent(type: "viewers", viewerCount: broadcast.viewerCount, likes: broadcast.record.likes))))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { for await event in events { try await outbound.write(.text(event)) } }
+            group.addTask { for try await _ in inbound {} }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    // MARK: Extension API
+
+    func apiKey(_ request: Request) async throws -> StreamKeyRecord? {
+        var token = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        if token == nil, let query = request.uri.queryParameters["token"] { token = String(query) }
+        guard let token, !token.isEmpty else { return nil }
+        return try await store.activeStreamKey(token)
+    }
+
+    func requireAPIKey(_ request: Request) async throws -> StreamKeyRecord {
+        guard let key = try await apiKey(request) else {
+            logger.notice("API request refused: missing, unknown or revoked token", metadata: ["path": "\(request.uri.path)"])
+            throw HTTPError(.unauthorized, message: "Authorization: Bearer STREAM_KEY required.")
+        }
+        return key
+    }
+
+    func applicationInfo(_ input: ApplicationInput) async throws -> ApplicationInfo {
+        let id = input.id.trimmingCharacters(in: .whitespacesAndNewlines)
+        let name = input.name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...200).contains(id.count), (1...100).contains(name.count), !id.contains("/") else {
+            throw HTTPError(.badRequest, message: "application.id (1–200 characters, no '/') and application.name (1–100) are required.")
+        }
+        if let base64 = input.iconPNG {
+            guard let png = Data(base64Encoded: base64), png.count <= Self.maximumIconBytes,
+                  png.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) else {
+                throw HTTPError(.badRequest, message: "application.iconPNG must be a base64 PNG of at most 256 KB.")
+            }
+            try await store.saveApplicationIcon(applicationID: id, png: [UInt8](png))
+        }
+        return ApplicationInfo(id: id, name: name)
+    }
+
+    func decodeJSON<T: Decodable>(_ request: Request, as type: T.Type) async throws -> T {
+        var request = request
+        let body = try await request.collectBody(upTo: 512 << 10)
+        do { return try JSONDecoder().decode(T.self, from: Data(buffer: body)) } catch {
+            throw HTTPError(.badRequest, message: "Malformed JSON: \(error)")
+        }
+    }
+
+    func createBroadcast(_ request: Request) async throws -> Response {
+        let key = try await requireAPIKey(request)
+        let input = try await decodeJSON(request, as: CreateBroadcastInput.self)
+        let title = String(input.title.trimmingCharacters(in: .whitespacesAndNewlines).prefix(140))
+        guard !title.isEmpty else { throw HTTPError(.badRequest, message: "A title is required.") }
+        var application = ApplicationInfo.desktop
+        if let given = input.application { application = try await applicationInfo(given) }
+        guard let user = try await store.user(id: key.userID) else { throw HTTPError(.unauthorized) }
+        // Publishing already with this key: this describes the live broadcast.
+        if let live = directory.broadcasts.first(where: { $0.record.streamKeyID == key.id }) {
+            live.setTitle(title)
+            let record = live.setApplication(application, iconURL: iconURL(application.id, request: request))
+            await directory.persist(record)
+            return try Self.json(describe(record, broadcaster: user.name, viewers: live.viewerCount, live: true, request: request, withRTMP: true), status: .created)
+        }
+        let record = BroadcastRecord(id: Token.shortID(), userID: key.userID, streamKeyID: key.id, title: title, application: application,
+                                     createdAt: Date().timeIntervalSince1970, startedAt: nil, endedAt: nil, viewerPeak: 0, likes: 0)
+        try await store.insertBroadcast(record)
+        logger.info("Broadcast created", metadata: ["broadcast": "\(record.id)", "application": "\(application.id)"])
+        return try Self.json(describe(record, broadcaster: user.name, viewers: 0, live: false, request: request, withRTMP: true), status: .created)
+    }
+
+    func getBroadcast(_ request: Request, id: String) async throws -> Response {
+        if let live = directory.broadcast(id: id) { return try Self.json(describe(live, request: request)) }
+        guard let record = try await store.broadcast(id: id), let user = try await store.user(id: record.userID) else {
+            throw HTTPError(.notFound, message: "No such broadcast.")
+        }
+        return try Self.json(describe(record, broadcaster: user.name, viewers: 0, live: false, request: request))
+    }
+
+    func changeApplication(_ request: Request, id: String) async throws -> Response {
+        let key = try await requireAPIKey(request)
+        guard var record = try await store.broadcast(id: id), record.userID == key.userID else { throw HTTPError(.notFound, message: "No such broadcast.") }
+        let application = try await applicationInfo(try await decodeJSON(request, as: ApplicationInput.self))
+        if let live = directory.broadcast(id: id) {
+            record = live.setApplication(application, iconURL: iconURL(application.id, request: request))
+        } else {
+            record.application = application
+        }
+        await directory.persist(record)
+        return try await getBroadcast(request, id: id)
+    }
+
+    func icon(_ applicationID: String) async throws -> Response {
+        if let png = try await store.applicationIcon(applicationID: applicationID) {
+            return Response(status: .ok, headers: [.contentType: "image/png", .cacheControl: "max-age=60", .init("X-Content-Type-Options")!: "nosniff"], body: .init(byteBuffer: ByteBuffer(bytes: png)))
+        }
+        // No icon uploaded: a plain tile with the application's initial.
+        let initial = HTML.escape(String(applicationID.split(separator: ".").last?.first ?? "?").uppercased())
+        let svg = """
+        <svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><rect width="64" height="64" rx="12" fill="#456"/>\
+        <text x="32" y="44" font-size="32" text-anchor="middle" fill="#fff" font-family="sans-serif">\(initial)</text></svg>
+        """
+        return Response(status: .ok, headers: [.contentType: "image/svg+xml", .cacheControl: "max-age=60",
+                                                          .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'"], body: .init(byteBuffer: ByteBuffer(string: svg)))
+    }
+}

@@ -1,0 +1,317 @@
+import CXCB
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum ContentMode: Equatable {
+    /// Colour bars, counter, moving square and the once-a-second flash; the whole window is redrawn
+    /// (and so damaged) every frame: full motion for a screen recorder.
+    case bars
+    /// The bars frame drawn once; nothing changes afterwards.
+    case still
+    /// A still background, a terminal scrolling text lines and a small animated square; only what
+    /// changes is redrawn.
+    case desktop
+    /// Every pixel changes every frame: 30-pixel tiles whose colours move as diagonal waves (the
+    /// full-motion benchmark: what a game or a video looks like to an encoder).
+    case fullMotion
+}
+
+struct RendererError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// One full-screen window and its back buffer. Everything is drawn into a pixmap and copied to the
+/// window, so that nobody ever sees a half-drawn frame. Used from one thread only.
+final class Renderer {
+    let displayName: String
+    let width: Int
+    let height: Int
+    let window: UInt32
+    private let connection: OpaquePointer
+    private let pixmap: UInt32
+    private let gc: UInt32
+    private let layout: Layout
+    private let mode: ContentMode
+    private let pixelOf: (Layout.RGB) -> UInt32
+    private var currentForeground: UInt32 = .max
+    private var desktop: DesktopScene?
+
+    init(displayName requested: String?, mode: ContentMode) throws {
+        let name = requested ?? getenv("DISPLAY").map { String(cString: $0) }
+        guard let name, !name.isEmpty else {
+            throw RendererError(description: "no X display: set DISPLAY or pass --display")
+        }
+        var screenNumber: Int32 = 0
+        guard let connection = xcb_connect(name, &screenNumber), xcb_connection_has_error(connection) == 0 else {
+            throw RendererError(description: "cannot connect to the X display \(name)")
+        }
+        var iterator = xcb_setup_roots_iterator(xcb_get_setup(connection))
+        for _ in 0..<screenNumber { xcb_screen_next(&iterator) }
+        guard let screen = iterator.data?.pointee else {
+            xcb_disconnect(connection)
+            throw RendererError(description: "the X display \(name) has no screen \(screenNumber)")
+        }
+        let masks = Self.visualMasks(screen: iterator.data!, visual: screen.root_visual)
+        self.pixelOf = { colour in
+            func scale(_ value: UInt8, _ mask: UInt32) -> UInt32 {
+                guard mask != 0 else { return 0 }
+                let shift = UInt32(mask.trailingZeroBitCount)
+                let maximum = mask >> shift
+                return ((UInt32(value) * maximum + 127) / 255) << shift
+            }
+            return scale(colour.r, masks.red) | scale(colour.g, masks.green) | scale(colour.b, masks.blue)
+        }
+        self.displayName = name
+        self.connection = connection
+        self.width = Int(screen.width_in_pixels)
+        self.height = Int(screen.height_in_pixels)
+        self.layout = Layout(width: width, height: height)
+        self.mode = mode
+
+        window = xcb_generate_id(connection)
+        let windowValues: [UInt32] = [screen.black_pixel, 1, XCB_EVENT_MASK_EXPOSURE.rawValue]
+        xcb_create_window(connection, screen.root_depth, window, screen.root, 0, 0,
+                          UInt16(width), UInt16(height), 0, UInt16(XCB_WINDOW_CLASS_INPUT_OUTPUT.rawValue),
+                          screen.root_visual,
+                          XCB_CW_BACK_PIXEL.rawValue | XCB_CW_OVERRIDE_REDIRECT.rawValue | XCB_CW_EVENT_MASK.rawValue,
+                          windowValues)
+        let title = Array("replay-testcontent".utf8)
+        xcb_change_property(connection, UInt8(XCB_PROP_MODE_REPLACE.rawValue), window, XCB_ATOM_WM_NAME.rawValue,
+                            XCB_ATOM_STRING.rawValue, 8, UInt32(title.count), title)
+        let wmClass = Array("replay-testcontent\0ReplayTestContent\0".utf8)
+        xcb_change_property(connection, UInt8(XCB_PROP_MODE_REPLACE.rawValue), window, XCB_ATOM_WM_CLASS.rawValue,
+                            XCB_ATOM_STRING.rawValue, 8, UInt32(wmClass.count), wmClass)
+        if let pidAtom = Self.internAtom(connection, "_NET_WM_PID") {
+            var pid = UInt32(getpid())
+            xcb_change_property(connection, UInt8(XCB_PROP_MODE_REPLACE.rawValue), window, pidAtom,
+                                XCB_ATOM_CARDINAL.rawValue, 32, 1, &pid)
+        }
+
+        pixmap = xcb_generate_id(connection)
+        xcb_create_pixmap(connection, screen.root_depth, pixmap, window, UInt16(width), UInt16(height))
+        gc = xcb_generate_id(connection)
+        let gcValues: [UInt32] = [screen.black_pixel, 0]
+        xcb_create_gc(connection, gc, pixmap, XCB_GC_FOREGROUND.rawValue | XCB_GC_GRAPHICS_EXPOSURES.rawValue, gcValues)
+
+        xcb_map_window(connection, window)
+        let stackValues: [UInt32] = [XCB_STACK_MODE_ABOVE.rawValue]
+        xcb_configure_window(connection, window, UInt16(XCB_CONFIG_WINDOW_STACK_MODE.rawValue), stackValues)
+        xcb_flush(connection)
+        if mode == .desktop { desktop = DesktopScene(layout: layout) }
+    }
+
+    deinit {
+        xcb_free_gc(connection, gc)
+        xcb_free_pixmap(connection, pixmap)
+        xcb_destroy_window(connection, window)
+        xcb_flush(connection)
+        xcb_disconnect(connection)
+    }
+
+    var isConnected: Bool { xcb_connection_has_error(connection) == 0 }
+
+    /// Answers Expose events by copying the back buffer again.
+    func handleEvents() {
+        while let event = xcb_poll_for_event(connection) {
+            if event.pointee.response_type & 0x7f == XCB_EXPOSE {
+                let expose = UnsafeMutableRawPointer(event).assumingMemoryBound(to: xcb_expose_event_t.self).pointee
+                xcb_copy_area(connection, pixmap, window, gc, Int16(expose.x), Int16(expose.y),
+                              Int16(expose.x), Int16(expose.y), expose.width, expose.height)
+            }
+            free(event)
+        }
+        xcb_flush(connection)
+    }
+
+    /// Draws frame `n` and shows it.
+    func drawFrame(number n: Int, framesPerSecond fps: Int) {
+        switch mode {
+        case .bars, .still:
+            if Layout.isFlash(frame: n, framesPerSecond: fps) && mode == .bars {
+                fill([Layout.Rect(x: 0, y: 0, width: width, height: height)], Layout.white)
+            } else {
+                drawBarsFrame(n)
+            }
+            xcb_copy_area(connection, pixmap, window, gc, 0, 0, 0, 0, UInt16(width), UInt16(height))
+        case .fullMotion:
+            drawFullMotionFrame(n)
+            xcb_copy_area(connection, pixmap, window, gc, 0, 0, 0, 0, UInt16(width), UInt16(height))
+        case .desktop:
+            guard var scene = desktop else { return }
+            let dirty = scene.draw(frame: n, fill: { rects, colour in self.fill(rects, colour) },
+                                   scroll: { rect, dy in self.scroll(rect, by: dy) })
+            desktop = scene
+            for rect in dirty {
+                xcb_copy_area(connection, pixmap, window, gc, Int16(rect.x), Int16(rect.y), Int16(rect.x), Int16(rect.y),
+                              UInt16(rect.width), UInt16(rect.height))
+            }
+        }
+        xcb_flush(connection)
+    }
+
+    private func drawBarsFrame(_ n: Int) {
+        for (index, colour) in Layout.barColours.enumerated() {
+            let x0 = layout.barX(index), x1 = layout.barX(index + 1)
+            fill([Layout.Rect(x: x0, y: layout.topBandBottom, width: x1 - x0, height: layout.barsBottom - layout.topBandBottom)], colour)
+            fill([Layout.Rect(x: width - x1, y: 0, width: x1 - x0, height: layout.topBandBottom)], colour)
+        }
+        fill([layout.panel], Layout.panelColour)
+        var digits: [Layout.Rect] = []
+        var value = n
+        for position in stride(from: Layout.digitCount - 1, through: 0, by: -1) {
+            let x = layout.counterOrigin.x + position * (layout.digitWidth + layout.digitSpacing)
+            digits += layout.segments(of: value % 10, x: x, y: layout.counterOrigin.y)
+            value /= 10
+        }
+        fill(digits, Layout.digitColour)
+        fill([layout.square(frame: n)], Layout.squareColour)
+    }
+
+    private func drawFullMotionFrame(_ n: Int) {
+        let tile = 30
+        let levels = 24
+        var buckets = Array(repeating: [Layout.Rect](), count: levels * levels)
+        for row in 0..<((height + tile - 1) / tile) {
+            for column in 0..<((width + tile - 1) / tile) {
+                let a = (column * 3 + row * 2 + n * 2) % (2 * levels)
+                let b = (column - row * 3 + n * 5 + 4 * levels) % (2 * levels)
+                let i = a < levels ? a : 2 * levels - 1 - a
+                let j = b < levels ? b : 2 * levels - 1 - b
+                buckets[i * levels + j].append(Layout.Rect(x: column * tile, y: row * tile, width: tile, height: tile))
+            }
+        }
+        for (index, rects) in buckets.enumerated() where !rects.isEmpty {
+            let i = index / levels, j = index % levels
+            let colour = Layout.RGB(r: UInt8(i * 255 / (levels - 1)), g: UInt8(j * 255 / (levels - 1)), b: UInt8((i + j) * 255 / (2 * levels - 2)))
+            fill(rects, colour)
+        }
+        fill([layout.square(frame: n)], Layout.squareColour)
+    }
+
+    private func fill(_ rects: [Layout.Rect], _ colour: Layout.RGB) {
+        guard !rects.isEmpty else { return }
+        let pixel = pixelOf(colour)
+        if pixel != currentForeground {
+            let values: [UInt32] = [pixel]
+            xcb_change_gc(connection, gc, XCB_GC_FOREGROUND.rawValue, values)
+            currentForeground = pixel
+        }
+        let xcbRects = rects.map {
+            xcb_rectangle_t(x: Int16(clamping: $0.x), y: Int16(clamping: $0.y),
+                            width: UInt16(clamping: $0.width), height: UInt16(clamping: $0.height))
+        }
+        xcb_poly_fill_rectangle(connection, pixmap, gc, UInt32(xcbRects.count), xcbRects)
+    }
+
+    /// Moves the contents of `rect` in the back buffer up by `dy` pixels (a terminal scrolling).
+    private func scroll(_ rect: Layout.Rect, by dy: Int) {
+        xcb_copy_area(connection, pixmap, pixmap, gc, Int16(rect.x), Int16(rect.y + dy), Int16(rect.x), Int16(rect.y),
+                      UInt16(rect.width), UInt16(rect.height - dy))
+    }
+
+    private static func visualMasks(screen: UnsafeMutablePointer<xcb_screen_t>, visual: xcb_visualid_t)
+        -> (red: UInt32, green: UInt32, blue: UInt32)
+    {
+        var depths = xcb_screen_allowed_depths_iterator(screen)
+        while depths.rem > 0 {
+            var visuals = xcb_depth_visuals_iterator(depths.data)
+            while visuals.rem > 0 {
+                if let v = visuals.data?.pointee, v.visual_id == visual {
+                    return (v.red_mask, v.green_mask, v.blue_mask)
+                }
+                xcb_visualtype_next(&visuals)
+            }
+            xcb_depth_next(&depths)
+        }
+        return (0xff0000, 0x00ff00, 0x0000ff)
+    }
+
+    private static func internAtom(_ connection: OpaquePointer, _ name: String) -> xcb_atom_t? {
+        let cookie = xcb_intern_atom(connection, 0, UInt16(name.utf8.count), name)
+        guard let reply = xcb_intern_atom_reply(connection, cookie, nil) else { return nil }
+        defer { free(reply) }
+        return reply.pointee.atom
+    }
+}
+
+/// The `--desktop` scene: what changes each frame, drawn with rectangles only.
+struct DesktopScene {
+    static let background = Layout.RGB(r: 30, g: 80, b: 110)
+    static let terminalBackground = Layout.RGB(r: 16, g: 16, b: 16)
+    static let text = Layout.RGB(r: 200, g: 200, b: 200)
+    static let prompt = Layout.RGB(r: 90, g: 220, b: 90)
+    static let animation = Layout.RGB(r: 250, g: 200, b: 40)
+
+    let layout: Layout
+    let terminal: Layout.Rect
+    let lineHeight: Int
+    let glyphWidth: Int
+    let animationArea: Layout.Rect
+    private var drawnBackground = false
+    private var random: UInt64 = 0x9E37_79B9_7F4A_7C15
+
+    init(layout: Layout) {
+        self.layout = layout
+        lineHeight = max(8, layout.height / 45)
+        glyphWidth = max(4, lineHeight / 2)
+        let lines = (layout.height * 6 / 10) / lineHeight
+        terminal = Layout.Rect(x: layout.width / 10, y: layout.height / 8, width: layout.width / 2, height: lines * lineHeight)
+        let side = max(24, layout.height / 8)
+        animationArea = Layout.Rect(x: layout.width * 3 / 4, y: layout.height * 3 / 4, width: side, height: side)
+    }
+
+    /// Draws frame `n` into the back buffer and returns the rectangles that changed.
+    mutating func draw(frame n: Int, fill: ([Layout.Rect], Layout.RGB) -> Void,
+                       scroll: (Layout.Rect, Int) -> Void) -> [Layout.Rect] {
+        var dirty: [Layout.Rect] = []
+        if !drawnBackground {
+            fill([Layout.Rect(x: 0, y: 0, width: layout.width, height: layout.height)], Self.background)
+            // A few still "icons" down the left side.
+            let icon = max(16, layout.height / 20)
+            fill((0..<5).map { Layout.Rect(x: icon / 2, y: icon / 2 + $0 * icon * 2, width: icon, height: icon) },
+                 Layout.RGB(r: 220, g: 220, b: 230))
+            fill([terminal], Self.terminalBackground)
+            drawnBackground = true
+            dirty.append(Layout.Rect(x: 0, y: 0, width: layout.width, height: layout.height))
+        }
+        // A new line of text every third frame: the terminal scrolls up by one line.
+        if n % 3 == 0 {
+            scroll(terminal, lineHeight)
+            let lineY = terminal.y + terminal.height - lineHeight
+            fill([Layout.Rect(x: terminal.x, y: lineY, width: terminal.width, height: lineHeight)], Self.terminalBackground)
+            let glyphHeight = lineHeight * 2 / 3
+            var glyphs: [Layout.Rect] = []
+            var x = terminal.x + glyphWidth * 3
+            let end = terminal.x + terminal.width - glyphWidth
+            let words = 2 + Int(nextRandom() % 9)
+            for _ in 0..<words {
+                let letters = 1 + Int(nextRandom() % 9)
+                for _ in 0..<letters where x + glyphWidth <= end {
+                    glyphs.append(Layout.Rect(x: x, y: lineY + (lineHeight - glyphHeight) / 2, width: glyphWidth - 1, height: glyphHeight))
+                    x += glyphWidth
+                }
+                x += glyphWidth
+            }
+            fill([Layout.Rect(x: terminal.x + glyphWidth / 2, y: lineY + (lineHeight - glyphHeight) / 2,
+                              width: glyphWidth, height: glyphHeight)], Self.prompt)
+            fill(glyphs, Self.text)
+            dirty.append(terminal)
+        }
+        // A small square going round a small area, like a spinner.
+        fill([animationArea], Self.background)
+        let side = animationArea.width / 3
+        let positions = [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2), (1, 2), (0, 2), (0, 1)]
+        let (px, py) = positions[(n / 2) % positions.count]
+        fill([Layout.Rect(x: animationArea.x + px * side, y: animationArea.y + py * side, width: side, height: side)], Self.animation)
+        dirty.append(animationArea)
+        return dirty
+    }
+
+    private mutating func nextRandom() -> UInt64 {
+        random ^= random << 13
+        random ^= random >> 7
+        random ^= random << 17
+        return random
+    }
+}

@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The command line of `replay-testcontent`.
+///
+/// It opens one override-redirect window covering the whole screen of `$DISPLAY` and draws, at a
+/// steady frame rate on the monotonic clock, the pattern `ReplayTesting.TestPattern` describes:
+/// a top band of colour bars in reverse order, eight vertical colour bars (white, yellow, cyan,
+/// green, magenta, red, blue, black, exact 0/255 values), and a grey panel with a seven-segment frame
+/// counter and a moving orange square. Once a second (at 1 s, 2 s, … after start) the whole window
+/// is white for 100 ms while a 1000 Hz beep plays; between beeps a quieter 440 Hz tone plays.
+struct TestContentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay-testcontent",
+        abstract: "Draw moving test content (colour bars, frame counter, flashes) and play test tones.",
+        discussion: """
+            Opens a full-screen override-redirect window on $DISPLAY. Sound goes to the default \
+            PulseAudio sink (PULSE_SERVER); without a server it draws anyway and says so. Ends on \
+            SIGTERM, SIGINT or after --duration.
+            """)
+
+    @Flag(name: .customLong("no-audio"), help: "Play no sound.")
+    var noAudio = false
+
+    @Option(help: "Frames per second.")
+    var fps: Int = 30
+
+    @Flag(name: .customLong("static"), help: "Draw one frame, then change nothing (static-screen benchmark).")
+    var staticScreen = false
+
+    @Flag(help: "A typical desktop: still background, a terminal scrolling text, a small animation.")
+    var desktop = false
+
+    @Flag(name: .customLong("full-motion"), help: "Every pixel changes every frame (full-motion benchmark).")
+    var fullMotion = false
+
+    @Option(help: "Stop after this many seconds.")
+    var duration: Double?
+
+    @Option(help: "X display to draw on (default: $DISPLAY).")
+    var display: String?
+
+    func validate() throws {
+        guard (1...240).contains(fps) else { throw ValidationError("--fps must be between 1 and 240.") }
+        if [staticScreen, desktop, fullMotion].filter({ $0 }).count > 1 {
+            throw ValidationError("--static, --desktop and --full-motion exclude each other.")
+        }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be positive.") }
+    }
+
+    func run() throws {
+        StopSignal.install()
+        let mode: ContentMode = staticScreen ? .still : desktop ? .desktop : fullMotion ? .fullMotion : .bars
+        let renderer: Renderer
+        do {
+            renderer = try Renderer(displayName: display, mode: mode)
+        } catch {
+            printError("replay-testcontent: \(error)")
+            throw ExitCode(2)
+        }
+        let start = MonotonicClock.nowNanoseconds()
+        var player: TonePlayer?
+        if !noAudio {
+            let tones = TonePlayer(startNanoseconds: start)
+            tones.start()
+            player = tones
+        }
+        defer { player?.stop() }
+
+        let frameNanos = 1_000_000_000 / UInt64(fps)
+        let endNanos = duration.map { start + UInt64($0 * 1e9) }
+        var lastFrame = -1
+        renderer.drawFrame(number: 0, framesPerSecond: fps)
+        lastFrame = 0
+        writeLine("replay-testcontent: window 0x\(String(renderer.window, radix: 16)) \(renderer.width)x\(renderer.height) on \(renderer.displayName)",
+                  to: STDOUT_FILENO)
+        // Frame n is shown at start + n / fps and each beep starts at start + k s on CLOCK_MONOTONIC:
+        // a tool can check timing against this.
+        writeLine("replay-testcontent: clock start \(start / 1_000_000_000).\(String(format: "%09llu", start % 1_000_000_000)) s CLOCK_MONOTONIC",
+                  to: STDOUT_FILENO)
+
+        while !StopSignal.requested {
+            let now = MonotonicClock.nowNanoseconds()
+            if let endNanos, now >= endNanos { break }
+            guard renderer.isConnected else {
+                printError("replay-testcontent: lost the connection to the X server")
+                throw ExitCode(3)
+            }
+            renderer.handleEvents()
+            if mode != .still {
+                let frame = Int((now - start) / frameNanos)
+                if frame != lastFrame {
+                    renderer.drawFrame(number: frame, framesPerSecond: fps)
+                    lastFrame = frame
+                }
+                MonotonicClock.sleep(untilNanoseconds: start + UInt64(frame + 1) * frameNanos)
+            } else {
+                MonotonicClock.sleep(untilNanoseconds: now + 50_000_000)
+            }
+        }
+    }
+}
+
+func printError(_ message: String) {
+    writeLine(message, to: STDERR_FILENO)
+}
+
+/// Writes one line straight to a file descriptor (unbuffered, so a test reading the pipe sees it).
+func writeLine(_ message: String, to descriptor: Int32) {
+    var bytes = Array((message + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+        if n <= 0 { return }
+        offset += n
+    }
+}

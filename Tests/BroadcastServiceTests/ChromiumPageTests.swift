@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+
+/// The viewer pages in a real browser: headless Chromium driven over the DevTools protocol.
+@Suite("broadcast pages in headless Chromium", .serialized, .timeLimit(.minutes(3)),
+       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")))
+struct ChromiumPageTests {
+    @Test func signUpFindTheBroadcastWatchChatAndLike() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let service = try ServiceProcess(directory: directory)
+        defer { service.stop() }
+        #expect(try service.admin(["user", "create", "erin"], stdin: "erin-password-1\n").status == 0)
+        let key = try service.admin(["key", "create", "erin"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let api = CurlSession(directory: directory)
+        let created = ServiceSystemTests.json(try api.request("POST", service.baseURL + "/api/v1/broadcasts", json: """
+            {"title": "Chromium check", "application": {"id": "com.example.racer", "name": "Racer", "iconPNG": "\(ServiceSystemTests.iconPNG)"}}
+            """, headers: ["Authorization": "Bearer \(key)"]).body)
+        let id = try #require(created["id"] as? String)
+        let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 40, directory: directory)
+        defer { publisher.stop() }
+        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+
+        let chromium = try Chromium(directory: directory)
+        defer { chromium.stop() }
+        let base = service.baseURL
+        let webSocketBase = "ws://127.0.0.1:\(service.httpPort)"
+        try await chromium.withPage { page in
+            // Sign up through the form.
+            try await page.navigate(base + "/signup")
+            _ = try await page.evaluate("""
+                document.querySelector('input[name=name]').value = 'dave';
+                document.querySelector('input[name=password]').value = 'dave-password-1';
+                document.querySelector('form.card').submit(); true
+                """)
+            try await page.waitFor("location.pathname === '/account' && document.readyState === 'complete'")
+            #expect(try await page.evaluate("document.querySelector('header nav b').textContent") == "\"dave\"")
+
+            // The directory shows the broadcast under its application's name and icon.
+            try await page.navigate(base + "/")
+            try await page.waitFor("document.querySelector('[data-app=\"com.example.racer\"] img').complete")
+            #expect(try await page.evaluate("document.querySelector('[data-app=\"com.example.racer\"] .name').textContent") == "\"Racer\"")
+            #expect(try await page.evaluate("document.querySelector('[data-app=\"com.example.racer\"] img').naturalWidth") == "1")
+
+            // The broadcast page plays: time advances, frames decode, pixels are the test pattern's.
+            try await page.navigate(base + "/b/\(id)")
+            try await page.waitFor("document.getElementById('video').currentTime > 0.5", timeout: 20)
+            let t0 = Double(try await page.evaluate("document.getElementById('video').currentTime")) ?? 0
+            try await Task.sleep(for: .seconds(2))
+            let t1 = Double(try await page.evaluate("document.getElementById('video').currentTime")) ?? 0
+            #expect(t1 - t0 > 1.0, "playback advances: \(t0) → \(t1)")
+            let frames = Int(try await page.evaluate("document.getElementById('video').getVideoPlaybackQuality().totalVideoFrames")) ?? 0
+            #expect(frames > 30)
+            let colours = Int(try await page.evaluate("""
+                (() => { const v = document.getElementById('video'); const c = document.createElement('canvas');
+                  c.width = v.videoWidth; c.height = v.videoHeight; const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+                  const d = g.getImageData(0, 0, c.width, c.height).data; const seen = new Set();
+                  for (let i = 0; i < d.length; i += 4 * 97) seen.add((d[i] >> 5) + ',' + (d[i+1] >> 5) + ',' + (d[i+2] >> 5));
+                  return seen.size; })()
+                """)) ?? 0
+            #expect(colours >= 8, "testsrc's colour bars: \(colours) colours")
+            #expect(try await page.evaluate("document.getElementById('viewers').textContent") == "\"1\"")
+
+            // A second viewer joins and leaves: the page's count follows.
+            async let second = WebSocketCollector.collect(url: webSocketBase + "/b/\(id)/ws", seconds: 2)
+            try await page.waitFor("document.getElementById('viewers').textContent === '2'", timeout: 5)
+            _ = try await second
+            try await page.waitFor("document.getElementById('viewers').textContent === '1'", timeout: 5)
+
+            // Chat and like from the page arrive on the extension's event stream.
+            let feedback = WebSocketCollector()
+            async let events = WebSocketCollector.collect(url: webSocketBase + "/api/v1/broadcasts/\(id)/events", seconds: 10,
+                                                          headers: ["Authorization": "Bearer \(key)"], into: feedback) { c in
+                c.texts.contains { $0.contains("\"like\"") } && c.texts.contains { $0.contains("\"comment\"") }
+            }
+            try await feedback.wait { !$0.texts.isEmpty }
+            _ = try await page.evaluate("""
+                document.querySelector('#chat-form input[name=text]').value = 'gg <img src=x onerror=alert(1)>';
+                document.querySelector('#chat-form button').click();
+                document.getElementById('like').click(); true
+                """)
+            let received = try await events.events
+            #expect(received.contains { $0["type"] as? String == "comment" && $0["user"] as? String == "dave"
+                && $0["text"] as? String == "gg <img src=x onerror=alert(1)>" })
+            #expect(received.contains { $0["type"] as? String == "like" && $0["user"] as? String == "dave" })
+            // The page shows the comment as text, not as markup.
+            try await page.waitFor("document.querySelectorAll('#chat li').length === 1")
+            #expect(try await page.evaluate("document.querySelectorAll('#chat img').length") == "0")
+            #expect(try await page.evaluate("document.getElementById('likes').textContent") == "\"1\"")
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import Synchronization
+
+/// Headless Chromium started for one test, with a fresh profile, driven over the DevTools protocol.
+final class Chromium {
+    let process = Process()
+    let profile: URL
+    private(set) var port = 0
+
+    init(directory: URL) throws {
+        profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
+        process.arguments = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=\(profile.path)",
+                             "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
+                             "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio", "about:blank"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Chromium writes the port it chose into DevToolsActivePort.
+        let file = profile.appendingPathComponent("DevToolsActivePort")
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if let text = try? String(contentsOf: file, encoding: .utf8), let first = text.split(separator: "\n").first, let p = Int(first) {
+                port = p
+                return
+            }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        stop()
+        throw TestFailure("Chromium did not start its DevTools endpoint")
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: profile)
+    }
+
+    /// Opens a new tab and runs `body` with a DevTools session on it.
+    func withPage<T: Sendable>(_ body: @escaping @Sendable (ChromiumPage) async throws -> T) async throws -> T {
+        let result = try Command.run("/usr/bin/curl", ["-s", "-X", "PUT", "http://127.0.0.1:\(port)/json/new?about:blank"])
+        guard let target = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let url = target["webSocketDebuggerUrl"] as? String else { throw TestFailure("no DevTools target: \(result.stdout)") }
+        let box = Mutex<Result<T, any Error>?>(nil)
+        try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 64 << 20), logger: Logger(label: "test.cdp")) { inbound, outbound, _ in
+            let page = ChromiumPage(outbound: outbound)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    do {
+                        for try await message in inbound.messages(maxSize: 64 << 20) {
+                            if case .text(let text) = message { page.receive(text) }
+                        }
+                    } catch {}
+                    page.failAll()
+                }
+                let outcome: Result<T, any Error>
+                do { outcome = .success(try await body(page)) } catch { outcome = .failure(error) }
+                box.withLock { $0 = outcome }
+                group.cancelAll()
+            }
+        }
+        guard let outcome = box.withLock({ $0 }) else { throw TestFailure("DevTools session ended early") }
+        return try outcome.get()
+    }
+}
+
+/// One tab's DevTools session: commands with ids, answers matched by id.
+final class ChromiumPage: Sendable {
+    private let outbound: WebSocketOutboundWriter
+    private let state = Mutex<(next: Int, waiting: [Int: CheckedContinuation<Data, any Error>])>((1, [:]))
+
+    init(outbound: WebSocketOutboundWriter) { self.outbound = outbound }
+
+    func receive(_ text: String) {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], let id = object["id"] as? Int else { return }
+        let continuation = state.withLock { $0.waiting.removeValue(forKey: id) }
+        if let error = object["error"] {
+            continuation?.resume(throwing: TestFailure("DevTools error: \(error)"))
+        } else {
+            let result = (try? JSONSerialization.data(withJSONObject: object["result"] ?? [:])) ?? Data("{}".utf8)
+            continuation?.resume(returning: result)
+        }
+    }
+
+    func failAll() {
+        let waiting = state.withLock { s in
+            let w = s.waiting
+            s.waiting.removeAll()
+            return w
+        }
+        for c in waiting.values { c.resume(throwing: TestFailure("DevTools connection closed")) }
+    }
+
+    /// Sends a command; returns its `result` as JSON.
+    func send(_ method: String, _ parametersJSON: String = "{}") async throws -> Data {
+        try await withCheckedThrowingContinuation { continuation in
+            let id = state.withLock { s in
+                let id = s.next
+                s.next += 1
+                s.waiting[id] = continuation
+                return id
+            }
+            let message = "{\"id\":\(id),\"method\":\"\(method)\",\"params\":\(parametersJSON)}"
+            let outbound = outbound
+            Task {
+                do { try await outbound.write(.text(message)) } catch {
+                    self.state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Evaluates JavaScript (promises awaited) and returns its value as JSON text.
+    func evaluate(_ expression: String) async throws -> String {
+        let parameters = try JSONSerialization.data(withJSONObject: ["expression": expression, "returnByValue": true, "awaitPromise": true])
+        let data = try await send("Runtime.evaluate", String(decoding: parameters, as: UTF8.self))
+        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { return "null" }
+        if let exception = object["exceptionDetails"] { throw TestFailure("JavaScript exception: \(exception)") }
+        guard let result = object["result"] as? [String: Any], let value = result["value"] else { return "null" }
+        let wrapped = try JSONSerialization.data(withJSONObject: [value])
+        return String(String(decoding: wrapped, as: UTF8.self).dropFirst().dropLast())
+    }
+
+    func navigate(_ url: String) async throws {
+        _ = try await send("Page.navigate", "{\"url\":\"\(url)\"}")
+        try await waitFor("document.readyState === 'complete' && location.href.startsWith(\(Self.quote(url.components(separatedBy: "?")[0])))")
+    }
+
+    /// Polls `condition` (JavaScript) until it is true.
+    func waitFor(_ condition: String, timeout: Double = 15) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if (try? await evaluate("!!(\(condition))")) == "true" { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestFailure("timed out waiting for \(condition)")
+    }
+
+    static func quote(_ text: String) -> String {
+        let data = try! JSONSerialization.data(withJSONObject: [text])
+        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
+    }
+}

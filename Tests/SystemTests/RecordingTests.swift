@@ -1,0 +1,286 @@
+import Foundation
+import ReplayTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SystemTests {
+    /// `replay` end to end, per the CLI contract of issue 2: the built binary, a private Xvfb with the
+    /// test content, a private PulseAudio, and the recording checked with ffprobe and by decoding.
+    @Suite("replay record")
+    struct RecordingTests {
+        @Test("5 s at 1280x720: H.264 at the display size, 150 frames ±3 %, one AAC track, the bars, the system tone, no mic",
+              .timeLimit(.minutes(2)))
+        func fiveSecondRecording() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("five seconds.mp4")
+                let result = try await environment.replay(["record", "-o", file, "--duration", "5"], timeout: .seconds(45))
+                try #require(result.succeeded, "\(result)")
+                #expect(result.stdout.contains(file), "prints the path at the end: \(result.stdout)")
+
+                let info = try await MediaProbe.probe(file)
+                let video = try #require(info.videoStreams.first, "a video stream")
+                #expect(info.videoStreams.count == 1)
+                #expect(video.codecName == "h264")
+                #expect(video.width == 1280 && video.height == 720)
+                let frames = video.readFrames ?? 0
+                #expect((146...154).contains(frames), "150 frames ±3 % for 5 s at 30 fps, got \(frames)")
+                #expect(info.audioStreams.count == 1, "one audio track (system audio)")
+                #expect(info.audioStreams.first?.codecName == "aac")
+
+                let images = try await FrameDecoder.frames(60...66, in: file)
+                let still = images.filter { !TestPattern.isFlash($0) }
+                #expect(still.count >= 4)
+                for image in still {
+                    #expect(barMismatches(in: image, tolerance: 40) == [])
+                }
+
+                try #require(info.audioStreams.count >= 1)
+                let audio = try await ToneAnalyzer.load(file: file, from: 0.5, to: 4.7)
+                let amplitude440 = audio.amplitude(frequency: TestPattern.systemToneFrequency)
+                let amplitude3000 = audio.amplitude(frequency: TestPattern.microphoneFrequency)
+                let (has440, has3000) = (audio.isPresent(frequency: TestPattern.systemToneFrequency),
+                                         audio.isPresent(frequency: TestPattern.microphoneFrequency))
+                #expect(has440, "the system tone, 0.5–4.7 s: 440 Hz amplitude \(amplitude440)")
+                #expect(!has3000, "no microphone without --mic: 3000 Hz amplitude \(amplitude3000)")
+                // The sound starts with the picture, not a second later.
+                let opening = try await ToneAnalyzer.load(file: file, from: 0.2, to: 0.9)
+                let openingHas440 = opening.isPresent(frequency: TestPattern.systemToneFrequency)
+                let openingRMS = opening.signal.rms
+                #expect(openingHas440, "the system tone from the start, 0.2–0.9 s (RMS there \(openingRMS))")
+            }
+        }
+
+        @Test("--mic records the microphone (3000 Hz) with the system sound", .timeLimit(.minutes(2)))
+        func microphone() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("mic.mp4")
+                let result = try await environment.replay(["record", "-o", file, "--duration", "3", "--mic"], timeout: .seconds(40))
+                try #require(result.succeeded, "\(result)")
+                let info = try await MediaProbe.probe(file, countFrames: false)
+                try #require(info.audioStreams.count >= 1, "an audio track")
+                let audio = try await ToneAnalyzer.load(file: file, from: 0.5, to: 2.7)
+                let amplitude3000 = audio.amplitude(frequency: TestPattern.microphoneFrequency)
+                let amplitude440 = audio.amplitude(frequency: TestPattern.systemToneFrequency)
+                let (has3000, has440) = (audio.isPresent(frequency: TestPattern.microphoneFrequency),
+                                         audio.isPresent(frequency: TestPattern.systemToneFrequency))
+                #expect(has3000, "3000 Hz amplitude \(amplitude3000)")
+                #expect(has440, "440 Hz amplitude \(amplitude440)")
+            }
+        }
+
+        @Test("`replay mic off` mid-recording: the mic tone is there before and gone after; `replay stop` ends it",
+              .timeLimit(.minutes(2)))
+        func microphoneOff() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("mic off.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file, "--mic"])
+                _ = try await waitUntilRecording(environment, background: recorder)
+                try await Task.sleep(for: .seconds(2))
+                let off = try await environment.replay(["mic", "off"], timeout: .seconds(20))
+                #expect(off.succeeded, "\(off)")
+                try await Task.sleep(for: .seconds(2))
+                let stop = try await environment.replay(["stop"], timeout: .seconds(30))
+                #expect(stop.succeeded, "\(stop)")
+                let result = try await recorder.waitForExit(timeout: .seconds(30))
+                #expect(result.succeeded, "the recording command ends cleanly after `replay stop`: \(result)")
+                #expect(result.stdout.contains(file), "prints the path at the end: \(result.stdout)")
+
+                let info = try await MediaProbe.probe(file, countFrames: false)
+                try #require(info.audioStreams.count >= 1, "an audio track")
+                let audio = try await ToneAnalyzer.load(file: file)
+                let before = ToneAnalyzer(signal: audio.signal.slice(from: 0.3, to: 1.7))
+                let after = ToneAnalyzer(signal: audio.signal.slice(from: 2.5, to: audio.signal.endTime))
+                let (amplitudeBefore, amplitudeAfter) = (before.amplitude(frequency: 3000), after.amplitude(frequency: 3000))
+                let afterDuration = after.signal.duration
+                #expect(afterDuration > 1, "audio goes on after mic off: \(afterDuration) s")
+                let (micBefore, micAfter) = (before.isPresent(frequency: TestPattern.microphoneFrequency),
+                                             after.isPresent(frequency: TestPattern.microphoneFrequency))
+                #expect(micBefore, "mic on 0.3–1.7 s: 3000 Hz amplitude \(amplitudeBefore)")
+                #expect(!micAfter, "mic off from 2.5 s: 3000 Hz amplitude \(amplitudeAfter)")
+                let systemAfter = after.isPresent(frequency: TestPattern.systemToneFrequency)
+                #expect(systemAfter, "the system sound goes on")
+            }
+        }
+
+        @Test("`replay status --json` while recording; a second `replay record` is refused, naming the running one",
+              .timeLimit(.minutes(2)))
+        func statusAndSecondRecording() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("first.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file])
+                let first = try await waitUntilRecording(environment, background: recorder)
+                let framesKeys = ["framesWritten", "frames", "frameCount"]
+                func frames(_ json: Any) -> Int? {
+                    framesKeys.lazy.compactMap { jsonValue($0, in: json) as? Int }.first
+                }
+                let frames1 = try #require(frames(first), "status --json has a frame count: \(first)")
+                try await Task.sleep(for: .milliseconds(1500))
+                let (statusResult, second) = try await statusJSON(environment)
+                let json = try #require(second, "status --json is JSON: \(statusResult)")
+                #expect(jsonValue("state", in: json) as? String == "running")
+                let frames2 = try #require(frames(json))
+                #expect(frames2 > frames1, "frames go up: \(frames1) then \(frames2)")
+                #expect(frames2 - frames1 >= 30, "about 45 frames in 1.5 s at 30 fps: \(frames1) then \(frames2)")
+                let id = jsonValue("id", in: json) as? String
+
+                let otherFile = environment.outputPath("second.mp4")
+                let refused = try await environment.replay(["record", "-o", otherFile, "--duration", "2"], timeout: .seconds(20))
+                #expect(!refused.succeeded, "a second recording is refused: \(refused)")
+                let message = refused.message
+                let namesIt = message.contains(file) || message.contains((file as NSString).lastPathComponent)
+                    || (id.map { !$0.isEmpty && message.contains($0) } ?? false)
+                #expect(namesIt, "the message names the running session (its file or id): \(message)")
+                #expect(!FileManager.default.fileExists(atPath: otherFile))
+
+                let stop = try await environment.replay(["stop"], timeout: .seconds(30))
+                #expect(stop.succeeded, "\(stop)")
+                let result = try await recorder.waitForExit(timeout: .seconds(30))
+                #expect(result.succeeded, "\(result)")
+            }
+        }
+
+        @Test("The indicator: a red dot on screen at the top right, in no recorded frame (what lies beneath instead)",
+              .timeLimit(.minutes(2)))
+        func indicator() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("indicator.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file])
+                _ = try await waitUntilRecording(environment, background: recorder)
+                let pattern = environment.pattern
+                let topRight = PixelRect(x: pattern.width / 2, y: 0, width: pattern.width / 2, height: pattern.height / 2)
+
+                // On screen: red where the content has no red; and the indicator's whole extent, as the
+                // pixels that differ from the content.
+                var dot: PixelRect?
+                var indicator: PixelRect?
+                let deadline = ContinuousClock.now + .seconds(5)
+                while ContinuousClock.now < deadline && dot == nil {
+                    let shot = try await screenshotWithoutFlash(environment)
+                    dot = shot.boundingBoxOfRed(in: topRight, pattern: pattern)
+                    indicator = shot.boundingBoxOfDifference(in: topRight, pattern: pattern)
+                    if dot == nil { try await Task.sleep(for: .milliseconds(200)) }
+                }
+                try await Task.sleep(for: .seconds(2))
+                let stop = try await environment.replay(["stop"], timeout: .seconds(30))
+                #expect(stop.succeeded, "\(stop)")
+                _ = try? await recorder.waitForExit(timeout: .seconds(30))
+
+                let dotRect = try #require(dot, "a red dot (r>200, g<60, b<60) in the top-right region of the screen while recording")
+                let area = (indicator ?? dotRect).insetBy(4, clippedTo: topRight)
+                let frames = try await FrameDecoder.allFrames(in: file, crop: area)
+                #expect(frames.count > 60, "\(frames.count) frames")
+                var framesWithRed = 0
+                var framesNotShowingContent = 0
+                var worst = 1.0
+                var details: [String] = []
+                for (index, frame) in frames.enumerated() {
+                    var red = 0, matching = 0
+                    for y in 0..<frame.height {
+                        for x in 0..<frame.width {
+                            let seen = frame.pixel(x: x, y: y)
+                            let expected = pattern.expectedColour(x: area.x + x, y: area.y + y) ?? TestPattern.panelColour
+                            if seen.isReddish && !expected.isReddish { red += 1 }
+                            if seen.isClose(to: expected, tolerance: 40) || seen.isClose(to: RGB(255, 255, 255), tolerance: 40) { matching += 1 }
+                        }
+                    }
+                    let share = Double(matching) / Double(frame.width * frame.height)
+                    worst = min(worst, share)
+                    if red > 0 { framesWithRed += 1 }
+                    if share < 0.95 { framesNotShowingContent += 1 }
+                    if (red > 0 || share < 0.95) && details.count < 5 {
+                        let centre = frame.pixel(x: frame.width / 2, y: frame.height / 2)
+                        details.append("frame \(index): \(red) red pixels, \(Int(share * 100)) % content, centre \(centre)")
+                    }
+                }
+                #expect(framesWithRed == 0, "the red dot is in \(framesWithRed) of \(frames.count) recorded frames (area \(area)): \(details)")
+                #expect(framesNotShowingContent == 0,
+                        "\(framesNotShowingContent) of \(frames.count) frames do not show the content under the indicator (area \(area), worst match \(worst)): \(details)")
+            }
+        }
+
+        /// The content flashes and beeps at the same instant (within 5 ms, see the harness test). A
+        /// flash is seen in the first frame captured after it, up to one frame period (33 ms) late; so
+        /// for a file whose audio/video offset is at most 20 ms, beep − flash frame lies within
+        /// [−20 − 33.3, +20] ms.
+        @Test("A/V offset from the flash and the beep: within 20 ms (plus one frame period of capture granularity)",
+              .timeLimit(.minutes(2)))
+        func audioVideoOffset() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("av.mp4")
+                let result = try await environment.replay(["record", "-o", file, "--duration", "4.5"], timeout: .seconds(40))
+                try #require(result.succeeded, "\(result)")
+                let flashes = try await ToneAnalyzer.flashTimes(file: file)
+                let beeps = try await ToneAnalyzer.onsets(frequency: TestPattern.beepFrequency, in: file)
+                let offsets = ToneAnalyzer.avOffsets(flashes: flashes, beeps: beeps, window: 0.4)
+                print("A/V: flashes \(flashes), beeps \(beeps.map { ($0 * 1000).rounded() / 1000 }), beep − flash \(offsets.map { Int(($0 * 1000).rounded()) }) ms")
+                #expect(flashes.count >= 3, "flashes: \(flashes)")
+                #expect(offsets.count >= 3, "a beep with each flash: flashes \(flashes), beeps \(beeps)")
+                for offset in offsets {
+                    #expect(offset >= -0.020 - 1.0 / 30 && offset <= 0.020, "beep − flash = \(Int((offset * 1000).rounded())) ms")
+                }
+            }
+        }
+
+        @Test("kill -9 of replayd mid-recording leaves a file that probes, decodes and holds all but the last second",
+              .timeLimit(.minutes(2)))
+        func daemonKilled() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("killed.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file])
+                _ = try await waitUntilRecording(environment, background: recorder)
+                let started = ContinuousClock.now
+                try await Task.sleep(for: .seconds(4))
+                let pid = try #require(environment.replaydPID(), "replayd's pid (pid file or process table)")
+                kill(pid, SIGKILL)
+                let elapsed = (ContinuousClock.now - started) / .seconds(1)
+                let result = try? await recorder.waitForExit(timeout: .seconds(15))
+                #expect(result != nil, "`replay record` notices that replayd is gone and exits")
+                if let result { #expect(!result.succeeded, "and says it failed: \(result)") }
+
+                let info = try await MediaProbe.probe(file)
+                let video = try #require(info.videoStreams.first)
+                let seconds = videoSeconds(info)
+                #expect(seconds >= elapsed - 1, "\(seconds) s of video after \(elapsed) s of recording")
+                let last = try await FrameDecoder.frame(at: max(0, seconds - 0.5), in: file)
+                #expect(last.width == video.width)
+                let lookRight = TestPattern.isFlash(last) || barMismatches(in: last, tolerance: 40).isEmpty
+                #expect(lookRight, "a frame of the last second shows the content")
+            }
+        }
+    }
+}
+
+extension RGBImage {
+    /// The box around reddish pixels where the test content has none.
+    func boundingBoxOfRed(in area: PixelRect, pattern: TestPattern) -> PixelRect? {
+        var box: PixelRect?
+        for y in area.y..<min(height, area.maxY) {
+            for x in area.x..<min(width, area.maxX) {
+                guard pixel(x: x, y: y).isReddish, pattern.expectedColour(x: x, y: y)?.isReddish == false else { continue }
+                box = box.map { b in
+                    let x0 = min(b.x, x), y0 = min(b.y, y)
+                    return PixelRect(x: x0, y: y0, width: max(b.maxX, x + 1) - x0, height: max(b.maxY, y + 1) - y0)
+                } ?? PixelRect(x: x, y: y, width: 1, height: 1)
+            }
+        }
+        return box
+    }
+
+    /// The box around pixels that differ from the test content's still pattern.
+    func boundingBoxOfDifference(in area: PixelRect, pattern: TestPattern) -> PixelRect? {
+        var box: PixelRect?
+        for y in area.y..<min(height, area.maxY) {
+            for x in area.x..<min(width, area.maxX) {
+                guard let expected = pattern.expectedColour(x: x, y: y), !pixel(x: x, y: y).isClose(to: expected, tolerance: 60) else { continue }
+                box = box.map { b in
+                    let x0 = min(b.x, x), y0 = min(b.y, y)
+                    return PixelRect(x: x0, y: y0, width: max(b.maxX, x + 1) - x0, height: max(b.maxY, y + 1) - y0)
+                } ?? PixelRect(x: x, y: y, width: 1, height: 1)
+            }
+        }
+        return box
+    }
+}
