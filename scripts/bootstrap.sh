@@ -17,7 +17,7 @@ TEST_PACKAGES=(
   pulseaudio pulseaudio-utils sox
   ffmpeg
   nginx-light libnginx-mod-rtmp
-  chromium fonts-dejavu-core
+  chromium fonts-dejavu-core curl
   postgresql
 )
 

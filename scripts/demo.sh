@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# make demo: record 10 s of a real screen with OpenReplayKit and say where the movie is.
+# make demo: record 10 s of a real screen with OpenReplayKit and say where the movie is; then
+# broadcast the same screen live to the reference broadcast service on loopback and say where the
+# viewer page is (ffmpeg is the encoder until our own upload extension exists).
 # With a working $DISPLAY it records that display (and its sound, when PulseAudio runs). Without
 # one, it starts its own: a virtual X display (Xvfb) showing moving test content (colour bars, a
 # frame counter, a flash and a beep each second), with sound on a private PulseAudio.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${ORK_BIN_DIR:-$ROOT/.build/release}
+BROADCAST_SECONDS=${DEMO_BROADCAST_SECONDS:-30}
 OUT="$ROOT/demo-output"
 SECONDS_TO_RECORD=${DEMO_SECONDS:-10}
 mkdir -p "$OUT"
@@ -63,3 +66,49 @@ say "What was recorded (ffprobe):"
 ffprobe -v error -show_entries stream=codec_type,codec_name,width,height,sample_rate,duration -of compact=p=0:nk=0 "$FILE" || true
 echo
 echo "Recording: $FILE"
+
+# The broadcast: the reference service (embedded SQLite), an account, a stream key, and ffmpeg
+# publishing this display (and its sound) over RTMP.
+SERVICE="$OUT/service"
+mkdir -p "$SERVICE"
+DB="$SERVICE/service.sqlite"
+say "Starting broadcast-service on 127.0.0.1 (database $DB)"
+"$BIN/broadcast-service" --host 127.0.0.1 --port 0 --rtmp-port 0 --database "$DB" >"$SERVICE/stdout.log" 2>"$SERVICE/service.log" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q '^ready ' "$SERVICE/stdout.log" 2>/dev/null && break; sleep 0.1; done
+READY=$(grep '^ready ' "$SERVICE/stdout.log" || true)
+[ -n "$READY" ] || { echo "demo: broadcast-service did not start; see $SERVICE/service.log" >&2; exit 1; }
+HTTP_PORT=$(sed -n 's/.*http=\([0-9]*\).*/\1/p' <<<"$READY")
+RTMP_PORT=$(sed -n 's/.*rtmp=\([0-9]*\).*/\1/p' <<<"$READY")
+printf 'demo-password-%s\n' "$RANDOM$RANDOM" | "$BIN/broadcast-service" user create demo --database "$DB" >/dev/null 2>&1 || true
+KEY=$("$BIN/broadcast-service" key create demo --database "$DB" | tail -n 1)
+
+AUDIO=(-f lavfi -i anullsrc=r=48000:cl=stereo)
+if SINK=$(pactl get-default-sink 2>/dev/null) && [ -n "$SINK" ]; then
+  AUDIO=(-f pulse -i "$SINK.monitor")
+fi
+SIZE=$(xdpyinfo | sed -n 's/.*dimensions: *\([0-9]*x[0-9]*\).*/\1/p' | head -n 1)
+say "Publishing $DISPLAY to rtmp://127.0.0.1:$RTMP_PORT/live/<key> with ffmpeg"
+ffmpeg -nostdin -v error -f x11grab -framerate 30 -video_size "$SIZE" -i "$DISPLAY" "${AUDIO[@]}" \
+  -c:v libx264 -preset veryfast -tune zerolatency -pix_fmt yuv420p -g 30 -c:a aac -b:a 128k \
+  -f flv "rtmp://127.0.0.1:$RTMP_PORT/live/$KEY" >"$SERVICE/ffmpeg.log" 2>&1 &
+PIDS+=($!)
+PAGE=""
+for _ in $(seq 100); do
+  PAGE=$(curl -fsS "http://127.0.0.1:$HTTP_PORT/api/live" 2>/dev/null | python3 -c 'import json,sys; l=json.load(sys.stdin)["broadcasts"]; print(l[0]["pageURL"] if l else "")' 2>/dev/null || true)
+  [ -n "$PAGE" ] && break
+  sleep 0.1
+done
+[ -n "$PAGE" ] || { echo "demo: the broadcast did not go live; see $SERVICE/service.log and $SERVICE/ffmpeg.log" >&2; exit 1; }
+echo
+echo "Recording:    $FILE"
+echo "Viewer page:  $PAGE"
+echo "Directory:    http://127.0.0.1:$HTTP_PORT/   (sign in as demo, or sign up, to chat and like)"
+echo "HLS:          ${PAGE/\/b\//\/hls\/}/index.m3u8"
+if [ -t 0 ]; then
+  say "Live now. Press Enter to end the broadcast."
+  read -r _
+else
+  say "Live for $BROADCAST_SECONDS s (DEMO_BROADCAST_SECONDS), then everything stops."
+  sleep "$BROADCAST_SECONDS"
+fi

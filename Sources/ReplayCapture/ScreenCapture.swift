@@ -313,16 +313,26 @@ package final class ScreenCapture: @unchecked Sendable {
         return excludedRects
     }
 
-    /// Repaints `area` (canvas coordinates) from the windows beneath the excluded ones, bottom to
-    /// top, reading each window's Composite pixmap (which holds its pixels even where covered).
-    private func recomposeBeneath(_ area: PixelRect) {
+    /// Redirects (Composite) the windows beneath the excluded ones before the first frame: a window's
+    /// pixmap is empty until its client repaints, so this must happen a moment before time zero.
+    package func prime() {
+        for excluded in excludedRectangles() {
+            _ = windowsBeneath(excluded.intersection(source))
+        }
+        xcb_flush(x.connection)
+    }
+
+    /// The viewable top-level windows other than the excluded ones that overlap `rootArea`, bottom to
+    /// top, with their outer rectangles; each is redirected (automatically: the screen does not change)
+    /// so that its pixmap holds its pixels even where something covers it.
+    private func windowsBeneath(_ rootArea: PixelRect) -> [(window: xcb_window_t, outer: PixelRect)] {
         let connection = x.connection
-        fill(area, with: 0xff00_0000)
+        guard !rootArea.isEmpty else { return [] }
         let excluded = Set(excludedWindows.withLock { $0 })
-        let rootArea = area.offsetBy(dx: source.x, dy: source.y)
-        guard let tree = xcb_query_tree_reply(connection, xcb_query_tree(connection, x.root), nil) else { return }
+        guard let tree = xcb_query_tree_reply(connection, xcb_query_tree(connection, x.root), nil) else { return [] }
         defer { free(tree) }
         let children = UnsafeBufferPointer(start: xcb_query_tree_children(tree), count: Int(xcb_query_tree_children_length(tree)))
+        var found: [(window: xcb_window_t, outer: PixelRect)] = []
         for window in children where !excluded.contains(window) {
             guard let attributes = xcb_get_window_attributes_reply(connection, xcb_get_window_attributes(connection, window), nil) else { continue }
             let viewable = attributes.pointee.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue)
@@ -335,12 +345,24 @@ package final class ScreenCapture: @unchecked Sendable {
             let outer = PixelRect(x: Int(geometry.pointee.x), y: Int(geometry.pointee.y),
                                   width: Int(geometry.pointee.width) + 2 * border, height: Int(geometry.pointee.height) + 2 * border)
             free(geometry)
-            let part = rootArea.intersection(outer)
-            guard !part.isEmpty, depth == 24 || depth == 32 else { continue }
+            guard !rootArea.intersection(outer).isEmpty, depth == 24 || depth == 32 else { continue }
             if !redirected.contains(window) {
                 xcb_composite_redirect_window(connection, window, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue))
                 redirected.insert(window)
             }
+            found.append((window, outer))
+        }
+        return found
+    }
+
+    /// Repaints `area` (canvas coordinates) from the windows beneath the excluded ones, bottom to
+    /// top, reading each window's Composite pixmap (which holds its pixels even where covered).
+    private func recomposeBeneath(_ area: PixelRect) {
+        let connection = x.connection
+        fill(area, with: 0xff00_0000)
+        let rootArea = area.offsetBy(dx: source.x, dy: source.y)
+        for (window, outer) in windowsBeneath(rootArea) {
+            let part = rootArea.intersection(outer)
             let pixmap = xcb_generate_id(connection)
             xcb_composite_name_window_pixmap(connection, window, pixmap)
             let cookie = xcb_get_image(connection, UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue), pixmap,
@@ -352,7 +374,6 @@ package final class ScreenCapture: @unchecked Sendable {
             guard Int(xcb_get_image_data_length(image)) >= part.area * 4, let data = xcb_get_image_data(image) else { continue }
             let pixels = UnsafeRawPointer(data).assumingMemoryBound(to: UInt32.self)
             copy(from: pixels, stride: part.width, into: part.offsetBy(dx: -source.x, dy: -source.y))
-            // Depth-24 pixmaps leave the top byte undefined; the canvas keeps it opaque.
         }
     }
 

@@ -111,12 +111,27 @@ final class RecordingPipeline: @unchecked Sendable {
         // "starting" meanwhile.
         let sourcesStarted = MonotonicClock.now()
         for source in sources { source.start() }
+        // Windows beneath replayd's own (the indicator) are redirected now, so that their clients have
+        // repainted them before the first frame is recomposed from them.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                self.capture.prime()
+                continuation.resume()
+            }
+            thread.name = "replayd-prime"
+            thread.start()
+        }
         while !sources.allSatisfy(\.hasData), MonotonicClock.now() - sourcesStarted < Self.soundStartTimeout,
               !stopRequested.load(ordering: .acquiring) {
             try? await Task.sleep(for: .milliseconds(10))
         }
         if let late = sources.first(where: { !$0.hasData }) {
             logger.warning("audio \(late.device) sent nothing for 3 s; recording starts without waiting for it")
+        }
+        // At least 100 ms after priming (usually already spent waiting for the sound): a few frames of
+        // the other clients' time to repaint their redirected windows.
+        while MonotonicClock.now() - sourcesStarted < 100_000_000 {
+            try? await Task.sleep(for: .milliseconds(10))
         }
         let start = MonotonicClock.now()
         startTime.store(start, ordering: .releasing)

@@ -1,0 +1,58 @@
+// Injected into a player page through the DevTools protocol (Runtime.evaluate): on every video frame
+// the page presents, draw the <video> into a canvas, read the capture time that barcode.py drew
+// (32 blocks, then the same bits inverted), and compare it with Date.now(). The first sighting of
+// each capture time is one sample of glass-to-glass latency. Results in window.__orkLatency.
+(() => {
+  if (window.__orkLatency) return "already";
+  const BITS = 32, W = 640, H = 360, BAND = 60;
+  const r = window.__orkLatency = { samples: [], bad: 0, frames: 0, seen: new Set(), error: null, mode: null };
+  const canvas = document.createElement("canvas");
+  canvas.width = W; canvas.height = H;
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  function bitsAt(data, y) {
+    const out = [];
+    const block = W / BITS;
+    for (let i = 0; i < BITS; i++) {
+      let sum = 0;
+      const x0 = Math.floor(i * block + block / 2) - 3;
+      for (let dx = 0; dx < 6; dx++) sum += data[(y * W + x0 + dx) * 4];
+      out.push(sum / 6);
+    }
+    return out;
+  }
+  function check() {
+    const video = document.querySelector("video");
+    if (!video || video.readyState < 2 || video.videoWidth === 0) return;
+    try {
+      ctx.drawImage(video, 0, 0, W, H);
+      const data = ctx.getImageData(0, 0, W, 2 * BAND).data;
+      const a = bitsAt(data, BAND / 2), b = bitsAt(data, BAND + BAND / 2);
+      let value = 0;
+      for (let i = 0; i < BITS; i++) {
+        const bit = a[i] > 128 ? 1 : 0, inverse = b[i] > 128 ? 1 : 0;
+        if (bit === inverse || Math.abs(a[i] - 128) < 40 || Math.abs(b[i] - 128) < 40) { r.bad += 1; return; }
+        value = value * 2 + bit;
+      }
+      r.frames += 1;
+      if (r.seen.has(value)) return;
+      r.seen.add(value);
+      const now = Date.now() % 4294967296;
+      let latency = (now - value + 4294967296) % 4294967296;
+      if (latency > 2147483648) latency -= 4294967296;
+      r.samples.push(latency);
+    } catch (e) { r.error = String(e); }
+  }
+  function onFrame() {
+    check();
+    const video = document.querySelector("video");
+    if (video && video.requestVideoFrameCallback) video.requestVideoFrameCallback(onFrame);
+    else setTimeout(onFrame, 100);
+  }
+  const video = document.querySelector("video");
+  if (video && video.requestVideoFrameCallback) { r.mode = "requestVideoFrameCallback"; video.requestVideoFrameCallback(onFrame); }
+  else { r.mode = "poll"; }
+  // Also poll (cheap when nothing changed): catches a <video> that appears or is replaced later,
+  // and browsers where requestVideoFrameCallback does not fire.
+  setInterval(check, 10);
+  return r.mode;
+})()
