@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEBUG_BIN := $(CURDIR)/.build/debug
 RELEASE_BIN := $(CURDIR)/.build/release
 
-.PHONY: all bootstrap build release test demo bench clean
+.PHONY: all bootstrap build release bench-tools test demo bench clean
 
 all: build
 
@@ -20,6 +20,10 @@ release: bootstrap
 	$(SWIFT) build -c release --product replayd
 	$(SWIFT) build -c release --product replay
 	$(SWIFT) build -c release --product replay-testcontent
+	$(SWIFT) build -c release --product broadcast-service
+
+bench-tools: release
+	$(SWIFT) build -c release --product replay-bench
 
 ## test: install what tests need, build, run every test (unit, in-process C, whole system).
 ## The screen-recording system tests run on their own: they measure frames and sound timing, and
@@ -34,7 +38,7 @@ demo: release
 	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
 
 ## bench: the benchmarks against ffmpeg (slow; never part of `make test`).
-bench: release
+bench: bench-tools
 	ORK_BIN_DIR=$(RELEASE_BIN) bash Benchmarks/run.sh
 
 clean:

@@ -72,11 +72,21 @@ struct Record: AsyncParsableCommand {
                                        framesPerSecond: fps, quality: Quality(rawValue: quality) ?? .medium)
         let before = Self.cpuSeconds()
         let recorder = try await ScreenRecorder.prepare(options: options, logger: logger)
+        // Steady state: the CPU from 3 s in to the end, without the start-up (encoder set-up, the
+        // first touches of its buffers) that a long recording does not notice.
+        let settle = 3.0
+        let steadyStart = Task { () -> (cpu: Double, at: ContinuousClock.Instant) in
+            try? await Task.sleep(for: .seconds(settle))
+            return (Self.cpuSeconds(), .now)
+        }
         try await recorder.run()
         let cpu = Self.cpuSeconds() - before
+        let steady = await steadyStart.value
+        let steadySeconds = Double((ContinuousClock.now - steady.at) / .milliseconds(1)) / 1000
+        let steadyRate = steadySeconds > 0.5 ? (Self.cpuSeconds() - steady.cpu) / steadySeconds : cpu / max(duration, 0.001)
         let statistics = recorder.statistics()
-        print(String(format: "cpu_seconds=%.3f video_seconds=%.3f frames=%d dropped=%d bytes=%lld",
-                     cpu, statistics.elapsedSeconds, statistics.framesWritten, statistics.framesDropped, statistics.bytesWritten))
+        print(String(format: "cpu_seconds=%.3f steady_cores=%.4f video_seconds=%.3f frames=%d dropped=%d bytes=%lld",
+                     cpu, steadyRate, statistics.elapsedSeconds, statistics.framesWritten, statistics.framesDropped, statistics.bytesWritten))
     }
 
     static func cpuSeconds() -> Double {

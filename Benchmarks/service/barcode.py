@@ -2,17 +2,22 @@
 since 1970, modulo 2^32) as 32 black/white blocks, and the same bits inverted in a second band
 (a reader rejects a frame whose two bands disagree). Raw 8-bit gray frames, paced by the wall clock,
 written to the standard input of each command given (each an encoder publishing somewhere), so all
-of them get the very same frames at the very same time.
+of them get the very same frames at the very same time. A command may also read sound: `{audio}` in
+it becomes `pipe:N`, a pipe carrying a 480 Hz tone (s16le, 48 kHz, mono) paced with the frames (1600
+samples a frame), so the encoder's audio and video start together (a separately clocked source would
+start later, and the muxer's interleaving would hold every frame back by the difference).
 
     python3 barcode.py --size 640x360 --fps 30 --cmd 'ffmpeg …' --cmd 'ffmpeg …'
 
 The layout is mirrored in latency.js (BITS, band rows).
 """
 import argparse
+import math
+import os
 import shlex
 import signal
+import struct
 import subprocess
-import sys
 import time
 
 BITS = 32
@@ -40,7 +45,16 @@ def main():
     args = p.parse_args()
     commands = [shlex.split(c) for c in args.cmd]
     width, height = map(int, args.size.split("x"))
-    children = [subprocess.Popen(c, stdin=subprocess.PIPE) for c in commands]
+    children, audio_pipes = [], []
+    for c in commands:
+        r, w = os.pipe()
+        children.append(subprocess.Popen([a.replace("{audio}", f"pipe:{r}") for a in c], stdin=subprocess.PIPE, pass_fds=(r,)))
+        os.close(r)
+        audio_pipes.append(os.fdopen(w, "wb") if any("{audio}" in a for a in c) else None)
+        if audio_pipes[-1] is None:
+            os.close(w)
+    samples = 48000 // args.fps
+    tone = b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 480 * i / 48000))) for i in range(samples))
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
@@ -54,15 +68,20 @@ def main():
                 time.sleep(delay)
             stamp = int(time.time() * 1000) & 0xFFFFFFFF
             data = frame(width, height, stamp, k)
-            for child in children:
+            for child, audio in zip(children, audio_pipes):
+                if audio:
+                    audio.write(tone)
+                    audio.flush()
                 child.stdin.write(data)
                 child.stdin.flush()
             k += 1
     except BrokenPipeError:
         pass
     finally:
-        for child in children:
+        for child, audio in zip(children, audio_pipes):
             try:
+                if audio:
+                    audio.close()
                 child.stdin.close()
             except OSError:
                 pass

@@ -18,11 +18,11 @@ public final class RecordingIndicator: Sendable {
     /// The X window id (leave it out of captures; find it in tests).
     public let windowID: UInt32
     /// Where it is on the root window.
-    public let rectangle: IndicatorRectangle
+    package let rectangle: PixelRect
 
     private let worker: IndicatorWorker
 
-    private init(worker: IndicatorWorker, windowID: UInt32, rectangle: IndicatorRectangle) {
+    private init(worker: IndicatorWorker, windowID: UInt32, rectangle: PixelRect) {
         self.worker = worker
         self.windowID = windowID
         self.rectangle = rectangle
@@ -33,7 +33,7 @@ public final class RecordingIndicator: Sendable {
     public static func open(display: String, startedAt: ContinuousClock.Instant = .now, logger: Logger,
                             onClick: @escaping @Sendable () -> Void) async throws(IndicatorError) -> RecordingIndicator {
         let worker = try IndicatorWorker(display: display, startedAt: startedAt, logger: logger, onClick: onClick)
-        let result: Result<(UInt32, IndicatorRectangle), IndicatorError> = await withCheckedContinuation { continuation in
+        let result: Result<(UInt32, PixelRect), IndicatorError> = await withCheckedContinuation { continuation in
             worker.start { continuation.resume(returning: $0) }
         }
         switch result {
@@ -62,21 +62,6 @@ public final class RecordingIndicator: Sendable {
     }
 }
 
-public struct IndicatorRectangle: Sendable, Equatable, CustomStringConvertible {
-    public var x: Int
-    public var y: Int
-    public var width: Int
-    public var height: Int
-
-    public init(x: Int, y: Int, width: Int, height: Int) {
-        self.x = x
-        self.y = y
-        self.width = width
-        self.height = height
-    }
-
-    public var description: String { "\(width)x\(height)+\(x)+\(y)" }
-}
 
 public struct IndicatorError: Error, Sendable, CustomStringConvertible {
     public var message: String
@@ -132,7 +117,7 @@ private final class IndicatorWorker: @unchecked Sendable {
         close(wakeWrite)
     }
 
-    func start(_ ready: @escaping @Sendable (Result<(UInt32, IndicatorRectangle), IndicatorError>) -> Void) {
+    func start(_ ready: @escaping @Sendable (Result<(UInt32, PixelRect), IndicatorError>) -> Void) {
         lock.withLock { started = true }
         let thread = Thread { [self] in
             run(ready)
@@ -183,7 +168,7 @@ private final class IndicatorWorker: @unchecked Sendable {
 
     // MARK: the thread
 
-    private func run(_ ready: @Sendable (Result<(UInt32, IndicatorRectangle), IndicatorError>) -> Void) {
+    private func run(_ ready: @Sendable (Result<(UInt32, PixelRect), IndicatorError>) -> Void) {
         var screenNumber: Int32 = 0
         guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
             ready(.failure(IndicatorError(message: "cannot connect to X display \(display) for the recording indicator")))
@@ -199,7 +184,7 @@ private final class IndicatorWorker: @unchecked Sendable {
             return
         }
 
-        let rectangle = IndicatorRectangle(x: max(0, Int(screen.width_in_pixels) - Self.size.width - Self.margin),
+        let rectangle = PixelRect(x: max(0, Int(screen.width_in_pixels) - Self.size.width - Self.margin),
                                            y: Self.margin, width: Self.size.width, height: Self.size.height)
         let window = xcb_generate_id(connection)
         let eventMask = XCB_EVENT_MASK_EXPOSURE.rawValue | XCB_EVENT_MASK_BUTTON_PRESS.rawValue
@@ -251,7 +236,7 @@ private final class IndicatorWorker: @unchecked Sendable {
     }
 
     private func eventLoop(_ connection: OpaquePointer, _ window: UInt32,
-                           _ surface: OpaquePointer, _ rectangle: IndicatorRectangle) {
+                           _ surface: OpaquePointer, _ rectangle: PixelRect) {
         let clock = ContinuousClock()
         var shownSecond = -1
         var fds = [pollfd(fd: xcb_get_file_descriptor(connection), events: Int16(POLLIN), revents: 0),
@@ -304,7 +289,7 @@ private final class IndicatorWorker: @unchecked Sendable {
 
     /// Draws the whole window with a fresh cairo context (a context's errors are sticky: one bad
     /// draw must not blank every later one).
-    private func draw(_ surface: OpaquePointer, _ rectangle: IndicatorRectangle) {
+    private func draw(_ surface: OpaquePointer, _ rectangle: PixelRect) {
         guard let cairo = cairo_create(surface) else { return }
         defer { cairo_destroy(cairo) }
         let width = Double(rectangle.width), height = Double(rectangle.height)

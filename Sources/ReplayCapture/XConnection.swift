@@ -97,7 +97,7 @@ package final class XConnection: @unchecked Sendable {
 }
 
 /// An integer rectangle of pixels.
-package struct PixelRect: Sendable, Equatable {
+package struct PixelRect: Sendable, Equatable, CustomStringConvertible {
     package var x: Int
     package var y: Int
     package var width: Int
@@ -110,6 +110,7 @@ package struct PixelRect: Sendable, Equatable {
         self.height = height
     }
 
+    package var description: String { "\(width)x\(height)+\(x)+\(y)" }
     package var isEmpty: Bool { width <= 0 || height <= 0 }
     package var maxX: Int { x + width }
     package var maxY: Int { y + height }

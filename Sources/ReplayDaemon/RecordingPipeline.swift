@@ -62,7 +62,8 @@ final class RecordingPipeline: @unchecked Sendable {
         audioTracks = tracks
         mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024,
                                  maximumWait: Self.audioWait, firstDataWait: Self.firstAudioWait))
-        let queueDepth = 4
+        // Eight pictures (a quarter of a second at 30 fps) absorb the encoder's bursts on a busy machine.
+        let queueDepth = 8
         frames = BoundedQueue(capacity: queueDepth)
         freeFrames = BoundedQueue(capacity: queueDepth + 1)
         for _ in 0...queueDepth {

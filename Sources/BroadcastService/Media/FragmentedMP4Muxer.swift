@@ -193,19 +193,8 @@ final class FragmentedMP4Muxer {
 
     private func write(_ data: ByteBuffer, stream: Int32, dts: Int64, pts: Int64, duration: Int64, keyframe: Bool) throws(FFmpegError) {
         guard let packet, let context else { return }
-        try check("av_new_packet", av_new_packet(packet, Int32(data.readableBytes)))
-        defer { av_packet_unref(packet) }
-        data.withUnsafeReadableBytes { raw in
-            if let base = raw.baseAddress { packet.pointee.data.update(from: base.assumingMemoryBound(to: UInt8.self), count: raw.count) }
-        }
-        packet.pointee.stream_index = stream
-        packet.pointee.dts = dts
-        packet.pointee.pts = pts
-        packet.pointee.duration = duration
-        if keyframe { packet.pointee.flags |= AV_PKT_FLAG_KEY }
-        let st = context.pointee.streams[Int(stream)]!
-        av_packet_rescale_ts(packet, AVRational(num: 1, den: 1000), st.pointee.time_base)
-        try check("av_write_frame(mp4)", av_write_frame(context, packet))
+        try writePacket(data, using: packet, to: context, stream: stream, dts: dts, pts: pts, duration: duration,
+                        keyframe: keyframe, muxer: "mp4")
         pendingPackets += 1
     }
 

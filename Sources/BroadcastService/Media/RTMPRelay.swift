@@ -149,18 +149,7 @@ final class FLVOutput {
         guard let packet, let context, stream == 0 || hasAudio else { return }
         guard dts > lastDTS[Int(stream)] else { return }
         lastDTS[Int(stream)] = dts
-        try check("av_new_packet", av_new_packet(packet, Int32(data.readableBytes)))
-        defer { av_packet_unref(packet) }
-        data.withUnsafeReadableBytes { raw in
-            if let base = raw.baseAddress { packet.pointee.data.update(from: base.assumingMemoryBound(to: UInt8.self), count: raw.count) }
-        }
-        packet.pointee.stream_index = stream
-        packet.pointee.dts = dts
-        packet.pointee.pts = pts
-        if keyframe { packet.pointee.flags |= AV_PKT_FLAG_KEY }
-        let st = context.pointee.streams[Int(stream)]!
-        av_packet_rescale_ts(packet, AVRational(num: 1, den: 1000), st.pointee.time_base)
-        try check("av_write_frame(flv)", av_write_frame(context, packet))
+        try writePacket(data, using: packet, to: context, stream: stream, dts: dts, pts: pts, keyframe: keyframe, muxer: "flv")
     }
 
     func finish() throws(FFmpegError) {
