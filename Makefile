@@ -29,7 +29,10 @@ bench-tools: release
 ## The screen-recording system tests run on their own: they measure frames and sound timing, and
 ## sharing 2 cores with the browser and ffmpeg of the service tests would make them flaky.
 test: bootstrap
-	$(SWIFT) build --build-tests
+	@mkdir -p .build
+	set -o pipefail; $(SWIFT) build --build-tests 2>&1 | tee .build/build-tests.log
+	@if grep -E '^$(CURDIR)/(Sources|Tests|Benchmarks)/[^ ]+: warning:' .build/build-tests.log; then \
+	  echo "make test: the build above has warnings in our code (the house rule is none): fix them"; exit 1; fi
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter 'ReplayMediaTests\.|ReplayIPCTests\.|BroadcastServiceTests\.'
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '^SystemTests\.'
 

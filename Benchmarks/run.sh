@@ -4,6 +4,7 @@
 # video and the ratio. Slow on purpose (minutes): never part of `make test`.
 #   BENCH_SECONDS   seconds per measured recording (default 20)
 #   BENCH_LONG      seconds of the dropped-frames run (default 300; 0 skips it)
+#   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
 set -euo pipefail
 BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
 SECONDS_EACH=${BENCH_SECONDS:-20}
@@ -97,4 +98,10 @@ if [ "$LONG" -gt 0 ]; then
   line=$("$BIN/replay-bench" record -o "$WORK/long.mp4" --duration "$LONG" --fps $FPS)
   dropped=$(sed -n 's/.*dropped=\([0-9]*\).*/\1/p' <<<"$line")
   echo "$(printf '%-28s' "${LONG} s full motion 1080p30") $line   (target: 0 dropped) $([ "$dropped" = 0 ] && echo OK || echo MISSED)"
+fi
+
+# The broadcast service: glass-to-glass latency, fan-out and ingest CPU, beside nginx-rtmp.
+if [ "${BENCH_SERVICE:-1}" != 0 ]; then
+  echo
+  ORK_BIN_DIR="$BIN" bash "$HERE/service/run.sh"
 fi

@@ -103,7 +103,7 @@ done
 echo
 echo "Recording:    $FILE"
 echo "Viewer page:  $PAGE"
-echo "Directory:    http://127.0.0.1:$HTTP_PORT/   (sign in as demo, or sign up, to chat and like)"
+echo "Directory:    http://127.0.0.1:$HTTP_PORT/   (sign up there to chat and like)"
 echo "HLS:          ${PAGE/\/b\//\/hls\/}/index.m3u8"
 if [ -t 0 ]; then
   say "Live now. Press Enter to end the broadcast."

@@ -5,7 +5,7 @@
 
 A viewer is a real client of the protocol (a WebSocket client reading the fMP4 messages; an RTMP client
 that handshakes, connects, plays and acknowledges), parsing just enough to count video frames and follow
-the media clock. Once every viewer has its stream (at most 15 s after joining) and 2 s more, every viewer is watched for --window seconds; a viewer has
+the media clock. Once every viewer has its stream (at most 15 s after joining) and 1 s more, every viewer is watched for --window seconds; a viewer has
 fallen behind if it was disconnected, received fewer than 90 % of the frames the wall clock says were
 due (fps x window), or its media clock advanced 0.75 s less than the wall clock. Prints one JSON line per
 step; stops at the first step where any viewer fell behind. Standard library only (asyncio protocols).
@@ -430,8 +430,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["ws", "rtmp"])
     p.add_argument("--url", required=True)
-    p.add_argument("--steps", default="50,100,200,300,450,650,900,1250,1700,2300,3000,4000,5000")
-    p.add_argument("--settle", type=float, default=2.0)
+    p.add_argument("--steps", default="100,300,600,1000,1500,2000,2500,3000,4000,5000")
+    p.add_argument("--settle", type=float, default=1.0)
     p.add_argument("--join-timeout", type=float, default=15.0)
     p.add_argument("--window", type=float, default=8.0)
     p.add_argument("--fps", type=float, default=30.0)

@@ -2,12 +2,12 @@
 # broadcast-service benchmarks (issue 3, "Benchmarks"), each measured beside nginx-rtmp in the same run:
 # glass-to-glass latency in headless Chromium (vs nginx-rtmp HLS), ingest CPU of a 1080p30 6 Mb/s stream,
 # fan-out of one 3 Mb/s stream per core (WebSocket viewers vs nginx-rtmp RTMP players).
-# One line per figure: ours, the anchor, the ratio/target, OK or MISSED. Takes about 4–6 minutes.
+# One line per figure: ours, the anchor, the ratio/target, OK or MISSED. Takes about 7–9 minutes (the fan-out ramps to thousands of viewers).
 #   ORK_BIN_DIR                    where broadcast-service is (default .build/release)
 #   BENCH_SERVICE_ONLY             comma list of latency,ingest,fanout (default all)
 #   BENCH_SERVICE_LATENCY_SECONDS  measured seconds of playback (default 30)
 #   BENCH_SERVICE_INGEST_SECONDS   measured seconds of ingest (default 30)
-#   BENCH_SERVICE_FANOUT_STEPS     viewer counts to try (default 50,100,200,300,450,650,900,1250,1700,2300,3000)
+#   BENCH_SERVICE_FANOUT_STEPS     viewer counts to try, in order (default 100,300,600,1000,1500,2000,2500,3000,4000,5000)
 #   BENCH_SERVICE_VERBOSE=1        progress and per-step details on stderr
 # Needs: ffmpeg, nginx-light + libnginx-mod-rtmp, chromium, taskset, python3 (standard library), root
 # (nginx runs as root from a temporary prefix) and 2 CPUs for the fan-out.

@@ -34,7 +34,7 @@ SERVICE = os.path.join(BIN, "broadcast-service")
 LATENCY_SECONDS = float(os.environ.get("BENCH_SERVICE_LATENCY_SECONDS", "30"))
 DIAGNOSTIC_SECONDS = float(os.environ.get("BENCH_SERVICE_DIAGNOSTIC_SECONDS", "10"))
 INGEST_SECONDS = float(os.environ.get("BENCH_SERVICE_INGEST_SECONDS", "30"))
-FANOUT_STEPS = os.environ.get("BENCH_SERVICE_FANOUT_STEPS", "50,100,200,300,450,650,900,1250,1700,2300,3000,4000,5000")
+FANOUT_STEPS = os.environ.get("BENCH_SERVICE_FANOUT_STEPS", "100,300,600,1000,1500,2000,2500,3000,4000,5000")
 ONLY = set(filter(None, os.environ.get("BENCH_SERVICE_ONLY", "latency,ingest,fanout").split(",")))
 VERBOSE = os.environ.get("BENCH_SERVICE_VERBOSE") == "1"
 CLK = os.sysconf("SC_CLK_TCK")

@@ -86,7 +86,7 @@ import ReplayTesting
     @Test func refusesAnExistingFile() throws {
         let path = temporaryPath("exists.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
-        FileManager.default.createFile(atPath: path, contents: Data("keep me".utf8))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("keep me".utf8)))
         #expect(throws: MediaError.self) { try MovieWriter(path: path, logger: logger) }
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "keep me")
     }

@@ -20,7 +20,12 @@ enum PlayerScript {
         const ranges = video.buffered;
         if (ranges.length === 0) return;
         const start = ranges.start(ranges.length - 1), end = ranges.end(ranges.length - 1);
-        if (video.currentTime < start || end - video.currentTime > 1.2) video.currentTime = Math.max(start, end - 0.15);
+        // Stay at the live edge: jump when over 0.5 s behind (a viewer joins at the start of a keyframe
+        // group), else play 15 % faster until within 0.15 s, which is smoother than seeking.
+        const behind = end - video.currentTime;
+        if (video.currentTime < start || behind > 0.5) video.currentTime = Math.max(start, end - 0.15);
+        else if (behind > 0.25) video.playbackRate = 1.15;
+        else if (behind < 0.15) video.playbackRate = 1.0;
         if (video.paused) video.play().catch(() => {});
         if (!buffer.updating && video.currentTime - ranges.start(0) > 30) buffer.remove(ranges.start(0), video.currentTime - 10);
       }
