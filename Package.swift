@@ -102,7 +102,7 @@ let package = Package(
                 dependencies: [.product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
 
-        .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayCapture", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayIPCTests", dependencies: ["ReplayIPC", "ReplayDaemon", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
