@@ -57,29 +57,7 @@ final class FragmentedMP4Muxer {
         guard let ctx else { throw FFmpegError("avformat_alloc_output_context2", message: "no context") }
 
         // Streams.
-        guard let vs = avformat_new_stream(ctx, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-        vs.pointee.time_base = AVRational(num: 1, den: 1000)
-        let vp = vs.pointee.codecpar!
-        vp.pointee.codec_type = AVMEDIA_TYPE_VIDEO
-        vp.pointee.codec_id = AV_CODEC_ID_H264
-        vp.pointee.width = Int32(video.width)
-        vp.pointee.height = Int32(video.height)
-        try Self.setExtradata(vp, video.avcC)
-        videoIndex = vs.pointee.index
-        if let audio {
-            guard let st = avformat_new_stream(ctx, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-            st.pointee.time_base = AVRational(num: 1, den: 1000)
-            let ap = st.pointee.codecpar!
-            ap.pointee.codec_type = AVMEDIA_TYPE_AUDIO
-            ap.pointee.codec_id = AV_CODEC_ID_AAC
-            ap.pointee.sample_rate = Int32(audio.sampleRate)
-            ap.pointee.frame_size = 1024
-            av_channel_layout_default(&ap.pointee.ch_layout, Int32(audio.channels))
-            try Self.setExtradata(ap, audio.audioSpecificConfig)
-            audioIndex = st.pointee.index
-        } else {
-            audioIndex = nil
-        }
+        (videoIndex, audioIndex) = try Self.addStreams(to: ctx, video: video, audio: audio)
 
         // Output into memory.
         let bufferSize: Int32 = 64 << 10
@@ -116,6 +94,31 @@ final class FragmentedMP4Muxer {
             av_freep(&io!.pointee.buffer)
             avio_context_free(&io)
         }
+    }
+
+    /// Adds an H.264 stream and, when there is audio, an AAC stream (times in milliseconds) to
+    /// `context`, from what the RTMP sequence headers said. The fMP4 muxer and the relay share it.
+    static func addStreams(to context: UnsafeMutablePointer<AVFormatContext>, video: VideoConfiguration,
+                           audio: AudioConfiguration?) throws(FFmpegError) -> (video: Int32, audio: Int32?) {
+        guard let vs = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
+        vs.pointee.time_base = AVRational(num: 1, den: 1000)
+        let vp = vs.pointee.codecpar!
+        vp.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        vp.pointee.codec_id = AV_CODEC_ID_H264
+        vp.pointee.width = Int32(video.width)
+        vp.pointee.height = Int32(video.height)
+        try setExtradata(vp, video.avcC)
+        guard let audio else { return (vs.pointee.index, nil) }
+        guard let st = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
+        st.pointee.time_base = AVRational(num: 1, den: 1000)
+        let ap = st.pointee.codecpar!
+        ap.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+        ap.pointee.codec_id = AV_CODEC_ID_AAC
+        ap.pointee.sample_rate = Int32(audio.sampleRate)
+        ap.pointee.frame_size = 1024
+        av_channel_layout_default(&ap.pointee.ch_layout, Int32(audio.channels))
+        try setExtradata(ap, audio.audioSpecificConfig)
+        return (vs.pointee.index, st.pointee.index)
     }
 
     static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) throws(FFmpegError) {

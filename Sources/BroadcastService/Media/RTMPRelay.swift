@@ -109,24 +109,7 @@ final class FLVOutput {
         hasAudio = audio != nil
         try check("avformat_alloc_output_context2(flv)", avformat_alloc_output_context2(&context, nil, "flv", url))
         guard let context else { throw FFmpegError("avformat_alloc_output_context2", message: "no context") }
-        guard let vs = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-        vs.pointee.time_base = AVRational(num: 1, den: 1000)
-        let vp = vs.pointee.codecpar!
-        vp.pointee.codec_type = AVMEDIA_TYPE_VIDEO
-        vp.pointee.codec_id = AV_CODEC_ID_H264
-        vp.pointee.width = Int32(video.width)
-        vp.pointee.height = Int32(video.height)
-        try FragmentedMP4Muxer.setExtradata(vp, video.avcC)
-        if let audio {
-            guard let st = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-            st.pointee.time_base = AVRational(num: 1, den: 1000)
-            let ap = st.pointee.codecpar!
-            ap.pointee.codec_type = AVMEDIA_TYPE_AUDIO
-            ap.pointee.codec_id = AV_CODEC_ID_AAC
-            ap.pointee.sample_rate = Int32(audio.sampleRate)
-            av_channel_layout_default(&ap.pointee.ch_layout, Int32(audio.channels))
-            try FragmentedMP4Muxer.setExtradata(ap, audio.audioSpecificConfig)
-        }
+        _ = try FragmentedMP4Muxer.addStreams(to: context, video: video, audio: audio)
         // Connects and publishes (blocking).
         try check("avio_open2(\(RTMPRelay.redacted(url)))", avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, nil))
         var options: OpaquePointer?
