@@ -37,7 +37,7 @@ for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
 
 # A private PulseAudio: a null sink the test content plays into, for the A/V offset.
 mkdir -p "$WORK/pulse"
-(cd "$WORK/pulse" && HOME="$WORK/pulse" PULSE_RUNTIME_PATH="$WORK/pulse" env -u DISPLAY pulseaudio -n --daemonize=no \
+(cd "$WORK/pulse" && exec env -u DISPLAY HOME="$WORK/pulse" PULSE_RUNTIME_PATH="$WORK/pulse" pulseaudio -n --daemonize=no \
   --exit-idle-time=-1 --system=no --use-pid-file=no --disable-shm=yes \
   -L "module-native-protocol-unix auth-anonymous=1 socket=$WORK/pulse/native" \
   -L 'module-null-sink sink_name=main rate=48000' >"$WORK/pulse/log" 2>&1) &

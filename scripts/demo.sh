@@ -44,7 +44,7 @@ else
 
   PULSE_DIR="$OUT/pulse"
   rm -rf "$PULSE_DIR" && mkdir -p "$PULSE_DIR"
-  (cd "$PULSE_DIR" && HOME="$PULSE_DIR" PULSE_RUNTIME_PATH="$PULSE_DIR" env -u DISPLAY pulseaudio -n --daemonize=no \
+  (cd "$PULSE_DIR" && exec env -u DISPLAY HOME="$PULSE_DIR" PULSE_RUNTIME_PATH="$PULSE_DIR" pulseaudio -n --daemonize=no \
     --exit-idle-time=-1 --system=no --use-pid-file=no --disable-shm=yes \
     -L "module-native-protocol-unix auth-anonymous=1 socket=$PULSE_DIR/native" \
     -L 'module-null-sink sink_name=main rate=48000' \
