@@ -22,6 +22,8 @@ final class RecordingPipeline: @unchecked Sendable {
 
     private let frames: BoundedQueue<VideoFrame>
     private let freeFrames: BoundedQueue<VideoFrame>
+    private let frameLimit: Int
+    private var framesAllocated = 0   // capture thread only
     private let mixer: Mutex<AudioMixer>
     /// Where the microphone was switched on or off: (sample position, on).
     private let microphoneSwitches = Mutex<[(position: Int64, on: Bool)]>([])
@@ -62,13 +64,16 @@ final class RecordingPipeline: @unchecked Sendable {
         audioTracks = tracks
         mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024,
                                  maximumWait: Self.audioWait, firstDataWait: Self.firstAudioWait))
-        // Eight pictures (a quarter of a second at 30 fps) absorb the encoder's bursts on a busy machine.
-        let queueDepth = 8
+        // Up to a second of pictures may wait for the encoder (its first frames are slow: libx264 faults
+        // its buffers in), allocated only when it falls behind; past that, frames are dropped, counted.
+        let queueDepth = max(4, options.framesPerSecond)
         frames = BoundedQueue(capacity: queueDepth)
         freeFrames = BoundedQueue(capacity: queueDepth + 1)
-        for _ in 0...queueDepth {
+        frameLimit = queueDepth + 1
+        for _ in 0..<3 {
             _ = freeFrames.push(VideoFrame(width: capture.outputWidth, height: capture.outputHeight))
         }
+        framesAllocated = 3
     }
 
     func requestStop() {
@@ -225,7 +230,7 @@ final class RecordingPipeline: @unchecked Sendable {
             }
             // A picture when it changed; a repeat at least once a second (fragments keep coming) and at the end.
             if changed || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
-                if let frame = freeFrames.pop() {
+                if let frame = takeFreeFrame() {
                     frame.copy(from: capture.current)
                     frame.timestamp = tick
                     frame.tick = index
@@ -235,11 +240,22 @@ final class RecordingPipeline: @unchecked Sendable {
                         _ = freeFrames.push(frame)
                         framesDropped.add(1, ordering: .relaxed)
                     }
+                } else {
+                    framesDropped.add(1, ordering: .relaxed)
                 }
             }
             if stopping { return }
             index += 1
         }
+    }
+
+    /// A picture to fill: a free one, a new one while fewer than `frameLimit` exist, else nil (the
+    /// encoder is a second behind: the frame is dropped). Never blocks the capture thread.
+    private func takeFreeFrame() -> VideoFrame? {
+        if let frame = freeFrames.tryPop() { return frame }
+        guard framesAllocated < frameLimit else { return nil }
+        framesAllocated += 1
+        return VideoFrame(width: capture.outputWidth, height: capture.outputHeight)
     }
 
     // MARK: Video thread

@@ -36,6 +36,13 @@ package final class BoundedQueue<Element: Sendable>: Sendable {
         return state.items.isEmpty ? nil : state.items.removeFirst()
     }
 
+    /// The oldest element, or nil at once when there is none.
+    package func tryPop() -> Element? {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.items.isEmpty ? nil : state.items.removeFirst()
+    }
+
     /// No more pushes; `pop` drains what is left, then returns nil.
     package func close() {
         condition.lock()
