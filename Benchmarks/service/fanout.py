@@ -22,17 +22,8 @@ import time
 import urllib.parse
 
 from minws import mask_frame
+from procstat import cpu_seconds
 
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def children_of(pid):

@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from procstat import cpu_seconds
 import time
 import urllib.request
 
@@ -37,7 +39,6 @@ INGEST_SECONDS = float(os.environ.get("BENCH_SERVICE_INGEST_SECONDS", "30"))
 FANOUT_STEPS = os.environ.get("BENCH_SERVICE_FANOUT_STEPS", "100,300,600,1000,1500,2000,2500,3000,4000,5000")
 ONLY = set(filter(None, os.environ.get("BENCH_SERVICE_ONLY", "latency,ingest,fanout").split(",")))
 VERBOSE = os.environ.get("BENCH_SERVICE_VERBOSE") == "1"
-CLK = os.sysconf("SC_CLK_TCK")
 WORK = tempfile.mkdtemp(prefix="ork-service-bench.")
 PROCS = []
 
@@ -84,15 +85,6 @@ def cleanup():
     for p in reversed(list(PROCS)):
         stop(p)
     shutil.rmtree(WORK, ignore_errors=True)
-
-
-def cpu_seconds(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def family(pid):

@@ -31,6 +31,8 @@ package final class ScreenCapture: @unchecked Sendable {
     /// The captured rectangle in root coordinates.
     private var source: PixelRect
     private let explicitRegion: Bool
+    /// The root window's rectangle, kept up to date by RandR events (not asked for every frame).
+    private var screenRect: PixelRect
     private var canvas: SharedImage          // BGRX pixels of `source`, what the recording shows
     private var scratch: SharedImage         // damage reads land here first
     private var scaled: UnsafeMutablePointer<UInt8>?  // output-size BGRX after a RandR change
@@ -87,6 +89,7 @@ package final class ScreenCapture: @unchecked Sendable {
         self.x = x
         self.logger = logger
         self.source = wanted
+        self.screenRect = full
         self.explicitRegion = region != nil
         self.canvas = canvas
         self.scratch = scratch
@@ -196,8 +199,6 @@ package final class ScreenCapture: @unchecked Sendable {
     /// requests are sent together and land side by side in the scratch segment.
     private func readScreen(_ rects: [PixelRect]) {
         let connection = x.connection
-        let screen = x.rootSize()
-        let screenRect = PixelRect(x: 0, y: 0, width: screen.width, height: screen.height)
         if rects == [canvasBounds], screenRect.contains(source) {
             // The whole picture: straight into the canvas, no copy.
             if !canvas.read(x.root, source) { logger.debug("screen read failed") }
@@ -382,6 +383,7 @@ package final class ScreenCapture: @unchecked Sendable {
     private func screenChanged() {
         let screen = x.rootSize()
         let full = PixelRect(x: 0, y: 0, width: screen.width, height: screen.height)
+        screenRect = full
         needsFullRead = true
         cursorRect = nil
         guard !explicitRegion, full.width != source.width || full.height != source.height else { return }

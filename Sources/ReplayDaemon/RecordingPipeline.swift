@@ -83,7 +83,7 @@ final class RecordingPipeline: @unchecked Sendable {
     func setMicrophone(on: Bool) {
         guard microphoneOn.exchange(on, ordering: .acquiringAndReleasing) != on else { return }
         let start = startTime.load(ordering: .acquiring)
-        let position = start == 0 ? 0 : samples(since: start, at: MonotonicClock.now())
+        let position = start == 0 ? 0 : Self.samples(from: start, to: MonotonicClock.now())
         microphoneSwitches.withLock { $0.append((position, on)) }
         logger.info("microphone \(on ? "on" : "off") at \(Double(position) / 48_000) s")
     }
@@ -292,7 +292,7 @@ final class RecordingPipeline: @unchecked Sendable {
             MonotonicClock.sleep(until: MonotonicClock.now() + 10_000_000)
             let end = endTime.load(ordering: .acquiring)
             let endPosition = end == 0 ? Int64.max : Self.samples(from: start, to: end)
-            let now = samples(since: start, at: MonotonicClock.now())
+            let now = Self.samples(from: start, to: MonotonicClock.now())
             while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
                 guard !failed else { continue }
                 do { try encode(block) } catch {
@@ -336,8 +336,6 @@ final class RecordingPipeline: @unchecked Sendable {
     }
 
     // MARK: Clock
-
-    private func samples(since start: Int64, at time: Int64) -> Int64 { Self.samples(from: start, to: time) }
 
     static func samples(from start: Int64, to time: Int64) -> Int64 {
         let nanoseconds = time - start
