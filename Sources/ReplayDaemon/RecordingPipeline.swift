@@ -33,6 +33,8 @@ final class RecordingPipeline: @unchecked Sendable {
     private let startTime = Atomic<Int64>(0)
     private let endTime = Atomic<Int64>(0)       // set when capture stops
     private let framesWritten = Atomic<Int>(0)
+    private let encodedThrough = Atomic<Int64>(-1)  // the latest frame tick the encoder gave back
+    private let lastChange = Atomic<Int64>(-1)      // the tick of the latest changed picture
     private let framesDropped = Atomic<Int>(0)
     private let failure = Mutex<ReplayError?>(nil)
     private let ran = Atomic<Bool>(false)
@@ -228,8 +230,13 @@ final class RecordingPipeline: @unchecked Sendable {
                 record(ReplayError(.captureFailed, "\(error.message); the recording stopped and the file was finished"))
                 return
             }
-            // A picture when it changed; a repeat at least once a second (fragments keep coming) and at the end.
-            if changed || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
+            if changed { lastChange.store(index, ordering: .relaxed) }
+            // A picture when it changed; a repeat at least once a second (fragments keep coming) and at
+            // the end. After a change, repeats at the full rate until the encoder has given the changed
+            // picture back: x264 holds its look-ahead of frames, and on a still screen those would
+            // otherwise wait seconds there, lost to a crash.
+            let changeHeld = lastChange.load(ordering: .relaxed) > encodedThrough.load(ordering: .relaxed)
+            if changed || changeHeld || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
                 if let frame = takeFreeFrame() {
                     frame.copy(from: capture.current)
                     frame.timestamp = tick
@@ -266,7 +273,12 @@ final class RecordingPipeline: @unchecked Sendable {
             defer { _ = freeFrames.push(frame) }
             guard !failed else { continue }
             do {
-                try writer.encode(frame, pts: frame.tick, with: videoEncoder, to: videoTrack)
+                if let latest = try writer.encode(frame, pts: frame.tick, with: videoEncoder, to: videoTrack) {
+                    encodedThrough.store(latest, ordering: .relaxed)
+                    // The screen has gone still and its last change is out of the encoder: put it on
+                    // disk now. While the screen keeps changing, fragments close at their length.
+                    if latest >= lastChange.load(ordering: .relaxed) { try writer.flushFragment() }
+                }
                 framesWritten.add(1, ordering: .relaxed)
             } catch {
                 failed = true

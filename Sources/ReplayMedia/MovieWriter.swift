@@ -119,6 +119,24 @@ public final class MovieWriter: @unchecked Sendable {
         }
     }
 
+    /// Cuts the fragment now (rather than when the next packet is a fragment's length later) and
+    /// puts it on disk: on a still screen the next packet may be seconds away.
+    package func flushFragment() throws(MediaError) {
+        try lock.withLock { _ throws(MediaError) in
+            if let failure { throw failure }
+            guard started, !finished else { return }
+            let status = av_write_frame(context, nil)
+            let ioError = context.pointee.pb.pointee.error
+            if status < 0 || ioError < 0 {
+                let error = mediaError(ioError < 0 ? ioError : status, doing: "writing the movie")
+                failure = error
+                throw error
+            }
+            avio_flush(context.pointee.pb)
+            bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+        }
+    }
+
     /// Writes the trailer and closes the file. After a write failure it still closes what it can:
     /// the fragments already on disk stay playable.
     public func finish() throws(MediaError) {
@@ -140,11 +158,16 @@ public final class MovieWriter: @unchecked Sendable {
     }
 
     /// Encodes one picture stamped with its frame tick (or flushes, with nil) and writes what comes out to `track`.
-    package func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false, with encoder: VideoEncoder, to track: TrackID) throws(MediaError) {
+    /// Returns the latest tick written (the encoder holds frames for its look-ahead), nil if none came out.
+    @discardableResult
+    package func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false, with encoder: VideoEncoder, to track: TrackID) throws(MediaError) -> Int64? {
         let timeBase = encoder.context.pointee.time_base
+        var latest: Int64?
         try encoder.encode(frame, pts: pts, forceKeyframe: forceKeyframe) { packet throws(MediaError) in
+            latest = max(latest ?? .min, packet.pointee.pts)
             try write(packet, to: track, timeBase: timeBase, defaultDuration: 1)
         }
+        return latest
     }
 
     /// Encodes one block of interleaved stereo samples (or flushes, with nil) and writes it to `track`.

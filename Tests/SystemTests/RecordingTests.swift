@@ -250,6 +250,34 @@ extension SystemTests {
                 #expect(lookRight, "a frame of the last second shows the content")
             }
         }
+
+        @Test("on a still screen, a change is in the file within a second: kill -9 then does not lose it",
+              .timeLimit(.minutes(2)))
+        func stillScreenChangeSurvivesKill() async throws {
+            // An empty (black) screen: nothing changes until the still bars appear mid-recording. The
+            // encoder holds a look-ahead of frames; replayd must push the change through it and onto
+            // disk rather than wait for more changes that do not come.
+            let configuration = TestEnvironment.Configuration(content: nil)
+            try await TestEnvironment.with(configuration) { environment in
+                let file = environment.outputPath("still.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file, "--no-system-audio"])
+                _ = try await waitUntilRecording(environment, background: recorder)
+                try await Task.sleep(for: .seconds(2))
+                let content = try await TestContent.start(on: environment.xvfb, pulseEnvironment: nil,
+                                                          options: .init(mode: .still, audio: false))
+                try await Task.sleep(for: .seconds(1.2))
+                let pid = try #require(environment.replaydPID(), "replayd's pid (pid file or process table)")
+                kill(pid, SIGKILL)
+                _ = try? await recorder.waitForExit(timeout: .seconds(15))
+                await content.stop()
+
+                let times = try await MediaProbe.videoFrameTimes(file)
+                let lastTime = try #require(times.last, "the file has video frames")
+                let last = try await FrameDecoder.frame(at: lastTime, in: file)
+                #expect(barMismatches(in: last, tolerance: 40) == [],
+                        "the last frame (at \(lastTime) s, \(times.count) frames) shows the bars that appeared 1.2 s before the kill")
+            }
+        }
     }
 }
 
