@@ -421,7 +421,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["ws", "rtmp"])
     p.add_argument("--url", required=True)
-    p.add_argument("--steps", default="100,300,600,1000,1500,2000,2500,3000,4000,5000")
+    p.add_argument("--steps", default="100,300,600,1000,1500,2000,2500,3000,4000,5000,6000,7000,8000")
     p.add_argument("--settle", type=float, default=1.0)
     p.add_argument("--join-timeout", type=float, default=15.0)
     p.add_argument("--window", type=float, default=8.0)

@@ -1,5 +1,6 @@
 // Injected into a player page through the DevTools protocol (Runtime.evaluate): on every video frame
-// the page presents, draw the <video> into a canvas, read the capture time that barcode.py drew
+// the page presents, draw what the viewer sees (the <video>, or our page's #screen canvas when its
+// player decodes with WebCodecs) into a canvas, read the capture time that barcode.py drew
 // (32 blocks, then the same bits inverted), and compare it with Date.now(). The first sighting of
 // each capture time is one sample of glass-to-glass latency. Results in window.__orkLatency.
 (() => {
@@ -20,11 +21,21 @@
     }
     return out;
   }
-  function check() {
+  // What is on screen: our page's canvas when its player draws there, else the <video>.
+  function shown() {
+    const player = window.orkPlayer;
+    if (player && player.mode === "webcodecs") {
+      const screen = document.getElementById("screen");
+      return screen && screen.width > 0 && player.framesDrawn > 0 ? screen : null;
+    }
     const video = document.querySelector("video");
-    if (!video || video.readyState < 2 || video.videoWidth === 0) return;
+    return video && video.readyState >= 2 && video.videoWidth > 0 ? video : null;
+  }
+  function check() {
+    const source = shown();
+    if (!source) return;
     try {
-      ctx.drawImage(video, 0, 0, W, H);
+      ctx.drawImage(source, 0, 0, W, H);
       const data = ctx.getImageData(0, 0, W, 2 * BAND).data;
       const a = bitsAt(data, BAND / 2), b = bitsAt(data, BAND + BAND / 2);
       let value = 0;
@@ -52,7 +63,9 @@
   if (video && video.requestVideoFrameCallback) { r.mode = "requestVideoFrameCallback"; video.requestVideoFrameCallback(onFrame); }
   else { r.mode = "poll"; }
   // Also poll (cheap when nothing changed): catches a <video> that appears or is replaced later,
-  // and browsers where requestVideoFrameCallback does not fire.
+  // browsers where requestVideoFrameCallback does not fire, and a canvas (checked before each paint too).
   setInterval(check, 10);
+  const onPaint = () => { check(); requestAnimationFrame(onPaint); };
+  requestAnimationFrame(onPaint);
   return r.mode;
 })()

@@ -7,7 +7,7 @@
 #   BENCH_SERVICE_ONLY             comma list of latency,ingest,fanout (default all)
 #   BENCH_SERVICE_LATENCY_SECONDS  measured seconds of playback (default 30)
 #   BENCH_SERVICE_INGEST_SECONDS   measured seconds of ingest (default 30)
-#   BENCH_SERVICE_FANOUT_STEPS     viewer counts to try, in order (default 100,300,600,1000,1500,2000,2500,3000,4000,5000)
+#   BENCH_SERVICE_FANOUT_STEPS     viewer counts to try, in order (default 100,300,600,1000,1500,2000,2500,3000,4000,5000,6000,7000,8000)
 #   BENCH_SERVICE_VERBOSE=1        progress and per-step details on stderr
 # Needs: ffmpeg, nginx-light + libnginx-mod-rtmp, chromium, taskset, python3 (standard library), root
 # (nginx runs as root from a temporary prefix) and 2 CPUs for the fan-out.

@@ -36,7 +36,7 @@ SERVICE = os.path.join(BIN, "broadcast-service")
 LATENCY_SECONDS = float(os.environ.get("BENCH_SERVICE_LATENCY_SECONDS", "30"))
 DIAGNOSTIC_SECONDS = float(os.environ.get("BENCH_SERVICE_DIAGNOSTIC_SECONDS", "10"))
 INGEST_SECONDS = float(os.environ.get("BENCH_SERVICE_INGEST_SECONDS", "30"))
-FANOUT_STEPS = os.environ.get("BENCH_SERVICE_FANOUT_STEPS", "100,300,600,1000,1500,2000,2500,3000,4000,5000")
+FANOUT_STEPS = os.environ.get("BENCH_SERVICE_FANOUT_STEPS", "100,300,600,1000,1500,2000,2500,3000,4000,5000,6000,7000,8000")
 ONLY = set(filter(None, os.environ.get("BENCH_SERVICE_ONLY", "latency,ingest,fanout").split(",")))
 VERBOSE = os.environ.get("BENCH_SERVICE_VERBOSE") == "1"
 WORK = tempfile.mkdtemp(prefix="ork-service-bench.")
@@ -304,7 +304,9 @@ def latency(service, nginx):
     for name, p in pages.items():
         r = p.evaluate("({samples: window.__orkLatency.samples, bad: window.__orkLatency.bad, "
                        "frames: window.__orkLatency.frames, error: window.__orkLatency.error, mode: window.__orkLatency.mode, "
-                       "player: window.orkPlayer ? {fragments: window.orkPlayer.fragments, error: window.orkPlayer.error} : null})")
+                       "player: window.orkPlayer ? {fragments: window.orkPlayer.fragments, error: window.orkPlayer.error, "
+                       "mode: window.orkPlayer.mode, drawn: window.orkPlayer.framesDrawn, reconnects: window.orkPlayer.reconnects} : null})")
+        r["mode_player"] = (r.get("player") or {}).get("mode")
         results[name] = r
         s = r["samples"]
         log(name, f"{len(s)} samples, bad {r['bad']}, mode {r['mode']}, error {r['error']}, player {r['player']}",
@@ -312,7 +314,7 @@ def latency(service, nginx):
     # Diagnostic, not a figure: the same page with its player kept at the live edge (seek when more than
     # 0.3 s is buffered ahead), to tell the delivery's latency from the page player's catch-up policy.
     diagnostic = None
-    if DIAGNOSTIC_SECONDS > 0:
+    if DIAGNOSTIC_SECONDS > 0 and results["ours"].get("mode_player") == "mse":
         pages["ours"].evaluate("""(() => { const v = document.querySelector('video');
             setInterval(() => { const b = v.buffered; if (!b.length) return; const end = b.end(b.length - 1);
               if (end - v.currentTime > 0.3) v.currentTime = end - 0.1; }, 100); return 1; })()""")
@@ -333,7 +335,8 @@ def latency(service, nginx):
         o = percentile(ours, q)
         t = percentile(theirs, q) if theirs else None
         line(f"glass-to-glass p{q} (loopback)", f"{o} ms", f"{t} ms (HLS)" if t is not None else "no frames",
-             (f"ratio {o / t:.2f} " if t else "") + f"(target <= {target} ms; {len(ours)}/{len(theirs)} frames)",
+             (f"ratio {o / t:.2f} " if t else "") + f"(target <= {target} ms; {len(ours)}/{len(theirs)} frames; "
+             f"our page's player: {results['ours'].get('mode_player')})",
              o <= target)
     if diagnostic:
         print(f"  diagnostic: our page's player kept at the live edge (seek when > 0.3 s buffered): "

@@ -55,7 +55,7 @@ public enum BroadcastServer {
             let routes = ServiceRoutes(directory: directory,
                                        accounts: Accounts(store: store, threadPool: .singleton, bcryptCost: configuration.bcryptCost),
                                        configuration: configuration, readiness: ready, logger: logger)
-            let router = Router(context: BasicWebSocketRequestContext.self)
+            let router = Router(context: ServiceRequestContext.self)
             routes.register(on: router)
             let app = Application(
                 router: router,

@@ -42,24 +42,35 @@ struct ChromiumPageTests {
             #expect(try await page.evaluate("document.querySelector('[data-app=\"com.example.racer\"] .name').textContent") == "\"Racer\"")
             #expect(try await page.evaluate("document.querySelector('[data-app=\"com.example.racer\"] img').naturalWidth") == "1")
 
-            // The broadcast page plays: time advances, frames decode, pixels are the test pattern's.
+            // The broadcast page plays with WebCodecs on a canvas: frames are drawn one after another, the
+            // pixels are the test pattern's, and the sound is decoded too.
             try await page.navigate(base + "/b/\(id)")
+            try await page.waitFor("window.orkPlayer && orkPlayer.mode === 'webcodecs' && orkPlayer.framesDrawn > 15", timeout: 20)
+            let drawn0 = Int(try await page.evaluate("orkPlayer.framesDrawn")) ?? 0
+            try await Task.sleep(for: .seconds(2))
+            let drawn1 = Int(try await page.evaluate("orkPlayer.framesDrawn")) ?? 0
+            #expect(drawn1 - drawn0 > 30, "frames drawn: \(drawn0) → \(drawn1)")
+            #expect(try await page.evaluate("document.getElementById('video').hidden && !document.getElementById('screen').hidden") == "true")
+            #expect(try await page.evaluate("orkPlayer.error") == "null")
+            let playerState = try await page.evaluate("JSON.stringify({...orkPlayer, events: orkPlayer.events.slice(-4)})")
+            #expect((Int(try await page.evaluate("orkPlayer.audioDecoded")) ?? 0) > 20, "AAC decoded for WebAudio: \(playerState)")
+            #expect(try await Self.colours(page, of: "screen") >= 8, "testsrc's colour bars on the canvas")
+            #expect(try await page.evaluate("document.getElementById('viewers').textContent") == "\"1\"")
+
+            // The Media Source Extensions fallback (forced): time advances, frames decode, pixels are the test pattern's.
+            try await page.navigate(base + "/b/\(id)?player=mse")
             try await page.waitFor("document.getElementById('video').currentTime > 0.5", timeout: 20)
+            #expect(try await page.evaluate("orkPlayer.mode") == "\"mse\"")
             let t0 = Double(try await page.evaluate("document.getElementById('video').currentTime")) ?? 0
             try await Task.sleep(for: .seconds(2))
             let t1 = Double(try await page.evaluate("document.getElementById('video').currentTime")) ?? 0
             #expect(t1 - t0 > 1.0, "playback advances: \(t0) → \(t1)")
             let frames = Int(try await page.evaluate("document.getElementById('video').getVideoPlaybackQuality().totalVideoFrames")) ?? 0
             #expect(frames > 30)
-            let colours = Int(try await page.evaluate("""
-                (() => { const v = document.getElementById('video'); const c = document.createElement('canvas');
-                  c.width = v.videoWidth; c.height = v.videoHeight; const g = c.getContext('2d'); g.drawImage(v, 0, 0);
-                  const d = g.getImageData(0, 0, c.width, c.height).data; const seen = new Set();
-                  for (let i = 0; i < d.length; i += 4 * 97) seen.add((d[i] >> 5) + ',' + (d[i+1] >> 5) + ',' + (d[i+2] >> 5));
-                  return seen.size; })()
-                """)) ?? 0
-            #expect(colours >= 8, "testsrc's colour bars: \(colours) colours")
-            #expect(try await page.evaluate("document.getElementById('viewers').textContent") == "\"1\"")
+            #expect(try await Self.colours(page, of: "video") >= 8, "testsrc's colour bars in the video")
+            try await Task.sleep(for: .seconds(1))
+            let pageEvents = try await page.evaluate("JSON.stringify(orkPlayer.events)")
+            #expect(try await page.evaluate("document.getElementById('viewers').textContent") == "\"1\"", "\(pageEvents)")
 
             // A second viewer joins and leaves: the page's count follows.
             async let second = WebSocketCollector.collect(url: webSocketBase + "/b/\(id)/ws", seconds: 2)
@@ -88,5 +99,16 @@ struct ChromiumPageTests {
             #expect(try await page.evaluate("document.querySelectorAll('#chat img').length") == "0")
             #expect(try await page.evaluate("document.getElementById('likes').textContent") == "\"1\"")
         }
+    }
+
+    /// How many distinct colours (3 bits a channel) a sample of the element's pixels has.
+    static func colours(_ page: ChromiumPage, of element: String) async throws -> Int {
+        Int(try await page.evaluate("""
+            (() => { const v = document.getElementById('\(element)'); const c = document.createElement('canvas');
+              c.width = v.videoWidth || v.width; c.height = v.videoHeight || v.height; const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+              const d = g.getImageData(0, 0, c.width, c.height).data; const seen = new Set();
+              for (let i = 0; i < d.length; i += 4 * 97) seen.add((d[i] >> 5) + ',' + (d[i+1] >> 5) + ',' + (d[i+2] >> 5));
+              return seen.size; })()
+            """)) ?? 0
     }
 }

@@ -124,42 +124,127 @@ struct PipelineTests {
         MP4Fragment(bytes: ByteBuffer(bytes: [tag]), startsWithKeyframe: keyframe, startTime: start, duration: duration)
     }
 
-    @Test func aJoiningViewerStartsAtTheLatestKeyframe() async {
+    /// A viewer in memory, on a real event loop: collects the payloads of the WebSocket frames it gets.
+    final class TestViewer: LiveViewer, @unchecked Sendable {
+        // @unchecked: `received`/`finished` are behind `lock`; the rest is only touched on `eventLoop`.
+        let eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        let lock = NSLock()
+        var received: [UInt8] = []
+        var texts: [String] = []
+        var finished = false
+        /// Flushes to accept before reporting the viewer as fallen behind.
+        var flushesAccepted = Int.max
+
+        func write(_ messages: ArraySlice<LiveMessage>) {
+            for message in messages {
+                var frame = message.frame
+                let opcode = frame.readInteger(as: UInt8.self)! & 0x0F
+                let short = frame.readInteger(as: UInt8.self)!
+                if short == 126 { frame.moveReaderIndex(forwardBy: 2) } else if short == 127 { frame.moveReaderIndex(forwardBy: 8) }
+                lock.withLock {
+                    if opcode == 1 { texts.append(String(buffer: frame)) } else { received += Array(frame.readableBytesView) }
+                }
+            }
+        }
+
+        func flush() -> Bool {
+            flushesAccepted -= 1
+            return flushesAccepted >= 0
+        }
+
+        func finish() { lock.withLock { finished = true } }
+
+        /// Waits for the loop to run what was scheduled before.
+        func settle() async throws { try await eventLoop.submit {}.get() }
+    }
+
+    @Test func aJoiningViewerStartsAtTheLatestKeyframe() async throws {
         let stream = LiveStream()
         stream.setInitSegment(ByteBuffer(bytes: [0xAA]), mimeType: "video/mp4")
         for (i, key) in [true, false, false, true, false].enumerated() {
             stream.publish(Self.fragment(UInt8(i), keyframe: key, start: Int64(i) * 100))
         }
-        let (id, fragments) = stream.subscribe()
+        let viewer = TestViewer()
+        let id = stream.subscribe(viewer)
         stream.publish(Self.fragment(5, keyframe: false, start: 500))
+        stream.sendToViewers(text: #"{"type":"viewers","viewerCount":1}"#)
         stream.end()
-        var received: [UInt8] = []
-        for await buffer in fragments { received += Array(buffer.readableBytesView) }
-        #expect(received == [0xAA, 3, 4, 5])
+        try await viewer.settle()
+        try await viewer.settle()
+        viewer.lock.withLock {
+            #expect(viewer.received == [0xAA, 3, 4, 5])
+            #expect(viewer.texts == [#"{"type":"stream","mime":"video/mp4"}"#, #"{"type":"viewers","viewerCount":1}"#])
+            #expect(viewer.finished)
+        }
         stream.unsubscribe(id)
     }
 
-    @Test func aViewerWhoJoinsBeforeTheFirstMediaGetsTheInitSegmentFirst() async {
+    @Test func aViewerWhoJoinsBeforeTheFirstMediaGetsTheInitSegmentFirst() async throws {
         let stream = LiveStream()
-        let (_, fragments) = stream.subscribe()
+        let viewer = TestViewer()
+        _ = stream.subscribe(viewer)
         stream.setInitSegment(ByteBuffer(bytes: [0xAA]), mimeType: "video/mp4")
         stream.publish(Self.fragment(1, keyframe: true, start: 0))
         stream.end()
-        var received: [UInt8] = []
-        for await buffer in fragments { received += Array(buffer.readableBytesView) }
-        #expect(received == [0xAA, 1])
+        try await viewer.settle()
+        try await viewer.settle()
+        viewer.lock.withLock {
+            #expect(viewer.received == [0xAA, 1])
+            #expect(viewer.finished)
+        }
     }
 
-    @Test func aViewerThatFallsBehindIsDisconnected() async {
-        let stream = LiveStream(viewerBufferLimit: 4)
+    @Test func aViewerThatFallsBehindIsDisconnectedWithoutHoldingOthersBack() async throws {
+        let stream = LiveStream()
         stream.setInitSegment(ByteBuffer(bytes: [0xAA]), mimeType: "video/mp4")
-        let (_, fragments) = stream.subscribe()
+        let slow = TestViewer(), fine = TestViewer()
+        slow.flushesAccepted = 2
+        _ = stream.subscribe(slow)
+        _ = stream.subscribe(fine)
+        #expect(stream.viewerCount == 2)
+        for i in 0..<10 {
+            stream.publish(Self.fragment(UInt8(i), keyframe: i == 0, start: Int64(i) * 100))
+            try await slow.settle()
+        }
         #expect(stream.viewerCount == 1)
-        for i in 0..<10 { stream.publish(Self.fragment(UInt8(i), keyframe: i == 0, start: Int64(i) * 100)) }
-        #expect(stream.viewerCount == 0)
-        var count = 0
-        for await _ in fragments { count += 1 }
-        #expect(count == 4)
+        #expect(stream.viewersDropped == 1)
+        #expect(fine.lock.withLock { fine.received } == [0xAA] + Array(0..<10))
+    }
+
+    @Test func webSocketFramesAreBuiltOnce() {
+        let small = WebSocketFraming.frame(binary: ByteBuffer(bytes: [1, 2, 3]))
+        #expect(Array(small.readableBytesView) == [0x82, 3, 1, 2, 3])
+        let medium = WebSocketFraming.frame(binary: ByteBuffer(repeating: 7, count: 300))
+        #expect(Array(medium.readableBytesView.prefix(4)) == [0x82, 126, 0x01, 0x2C] && medium.readableBytes == 304)
+        let large = WebSocketFraming.frame(binary: ByteBuffer(repeating: 7, count: 70_000))
+        #expect(Array(large.readableBytesView.prefix(10)) == [0x82, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70] && large.readableBytes == 70_010)
+        #expect(Array(WebSocketFraming.frame(text: "hi").readableBytesView) == [0x81, 2, 0x68, 0x69])
+        #expect(WebSocketFraming.jsonString("a\"b\\c\n") == #""a\"b\\c\u000a""#)
+    }
+
+    @Test func viewerCountEventsAreCoalesced() {
+        var coalescer = ViewerCountCoalescer(interval: .milliseconds(500))
+        let t0 = ContinuousClock.now
+        #expect(coalescer.countChanged(at: t0) == .publishNow)
+        // Changes within the interval: one timer, for the end of the interval.
+        #expect(coalescer.countChanged(at: t0 + .milliseconds(100)) == .publishAt(t0 + .milliseconds(500)))
+        #expect(coalescer.countChanged(at: t0 + .milliseconds(200)) == .none)
+        #expect(coalescer.timerFired(at: t0 + .milliseconds(500)) == .publishNow)
+        #expect(coalescer.timerFired(at: t0 + .milliseconds(501)) == .none)
+        // Quiet for an interval: at once again.
+        #expect(coalescer.countChanged(at: t0 + .milliseconds(1100)) == .publishNow)
+    }
+
+    @Test func viewerBacklogLimitsOutstandingMedia() {
+        var backlog = ViewerBacklog(limit: 3000)
+        #expect(backlog.admits())
+        backlog.wrote(2000)
+        backlog.wrote(1000)
+        #expect(backlog.admits())
+        backlog.wrote(100)
+        #expect(!backlog.admits())
+        backlog.taken(2000)
+        #expect(backlog.admits() && backlog.milliseconds == 1100)
     }
 
     @Test func hlsSegmentsCloseAtKeyframesAfterTheTarget() {

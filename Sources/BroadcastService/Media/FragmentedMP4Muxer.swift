@@ -16,7 +16,8 @@ public struct MP4Fragment: Sendable {
 /// muxer, writing into memory through a custom AVIOContext.
 ///
 /// It cuts a fragment itself (`movflags=frag_custom`): before every video keyframe, and once a
-/// fragment spans `fragmentDuration`, so that a fragment never waits for a whole GOP (low latency).
+/// fragment spans `fragmentDuration` (0: after every video frame), so that a fragment never waits for
+/// more than that (low latency). Audio goes into whichever fragment is open.
 ///
 /// Owns its `AVFormatContext` and `AVIOContext`; freed in `deinit`. Not thread-safe: one owner
 /// calls it, one call at a time.
@@ -141,24 +142,65 @@ final class FragmentedMP4Muxer {
     private var heldVideo: HeldPacket?
     private var heldAudio: HeldPacket?
     private var videoWritten = false
+    /// The latest decode-time steps between video frames, newest last.
+    private var recentSteps: [Int64] = []
+    /// A frame came sooner than predicted once: hold every frame from then on.
+    private var timestampsIrregular = false
 
-    /// Adds one video access unit (AVCC NAL units). Returns the fragment it closed, if any.
-    func writeVideo(_ data: ByteBuffer, dts: Int64, compositionTime: Int64, keyframe: Bool) throws(FFmpegError) -> MP4Fragment? {
+    /// The duration of a frame not yet followed by the next, when the publisher's decode times are
+    /// regular enough to predict it (constant frame rate: steps within 2 ms, e.g. 33/34 ms at 30 fps
+    /// in RTMP's milliseconds): the smallest recent step, so the next frame never overlaps. Nil when a
+    /// frame must be held for its successor.
+    var predictedVideoDuration: Int64? {
+        guard !timestampsIrregular, recentSteps.count >= 4, let low = recentSteps.min(), let high = recentSteps.max(),
+              high - low <= 2, low > 0 else { return nil }
+        return low
+    }
+
+    /// Adds one video access unit (AVCC NAL units). Returns the fragments it closed (at most two: the one
+    /// before a keyframe, and this frame's own when it completes a fragment).
+    ///
+    /// When the publisher's timestamps are regular, a frame is written at once with its predicted
+    /// duration and its fragment closed as soon as it spans `fragmentDuration` (every frame with 0);
+    /// otherwise it waits for the next frame (one frame of latency).
+    func writeVideo(_ data: ByteBuffer, dts: Int64, compositionTime: Int64, keyframe: Bool) throws(FFmpegError) -> [MP4Fragment] {
         if let last = lastVideoDTS {
             // The mov muxer refuses non-increasing decode times: drop such a frame.
-            guard dts > last else { return nil }
-            lastVideoDuration = min(1000, dts - last)
+            guard dts > last else { return [] }
+            let step = dts - last
+            if heldVideo == nil, let predicted = lastPrediction, step < predicted {
+                // Sooner than the duration already written: from now on, wait for each frame's successor.
+                timestampsIrregular = true
+            }
+            lastVideoDuration = min(1000, step)
+            recentSteps.append(step)
+            if recentSteps.count > 8 { recentSteps.removeFirst() }
         }
         lastVideoDTS = dts
+        var fragments: [MP4Fragment] = []
+        if let held = heldVideo {
+            heldVideo = nil
+            if let closed = try writeHeldVideo(held, duration: dts - held.dts) { fragments.append(closed) }
+        }
         let next = HeldPacket(data: data, dts: dts, pts: dts + max(0, compositionTime), keyframe: keyframe)
-        defer { heldVideo = next }
-        guard let held = heldVideo else { return nil }
-        return try writeHeldVideo(held, duration: dts - held.dts)
+        guard let duration = predictedVideoDuration else {
+            lastPrediction = nil
+            heldVideo = next
+            return fragments
+        }
+        lastPrediction = duration
+        if let closed = try writeHeldVideo(next, duration: duration) { fragments.append(closed) }
+        if let start = pendingStart, dts + duration - start >= fragmentDuration {
+            fragments.append(try cut(endTime: dts + duration))
+        }
+        return fragments
     }
+    /// The duration the last frame was written with, when it was predicted.
+    private var lastPrediction: Int64?
 
     private func writeHeldVideo(_ held: HeldPacket, duration: Int64) throws(FFmpegError) -> MP4Fragment? {
         var closed: MP4Fragment? = nil
-        if pendingPackets > 0, held.keyframe || (pendingStart.map { held.dts - $0 >= fragmentDuration } ?? false) {
+        if pendingStart != nil, held.keyframe || (pendingStart.map { held.dts - $0 >= fragmentDuration } ?? false) {
             closed = try cut(endTime: held.dts)
         }
         if pendingStart == nil { pendingStartsWithKeyframe = held.keyframe; pendingStart = held.dts }
@@ -185,12 +227,13 @@ final class FragmentedMP4Muxer {
         if let held = heldVideo {
             if let closed = try writeHeldVideo(held, duration: lastVideoDuration) { fragments.append(closed) }
             heldVideo = nil
+            lastVideoDuration = max(lastVideoDuration, 1)
         }
         if let held = heldAudio, let audioIndex, videoWritten {
             try write(held.data, stream: audioIndex, dts: held.dts, pts: held.pts, duration: audioFrameMilliseconds, keyframe: true)
             heldAudio = nil
         }
-        if pendingPackets > 0 { fragments.append(try cut(endTime: (lastVideoDTS ?? 0) + lastVideoDuration)) }
+        if pendingPackets > 0 { fragments.append(try cut(endTime: (lastVideoDTS ?? 0) + (lastPrediction ?? lastVideoDuration))) }
         return fragments
     }
 

@@ -123,10 +123,10 @@ struct IngestPipeline {
             let keyframe = tag.isKeyframe
             videoFrames += 1
             relay?.enqueue(.video(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe))
-            let fragment = try await threadPool.runIfActive {
+            let fragments = try await threadPool.runIfActive {
                 try muxer.muxer.writeVideo(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe)
             }
-            if let fragment { stream.publish(fragment) }
+            for fragment in fragments { stream.publish(fragment) }
         case .audio:
             guard let tag = try? FLVAudioTag(decoding: message.payload) else { rejectedTags += 1; return }
             guard case .raw(let frame) = tag.packet, frame.readableBytes > 0 else { return }

@@ -1,12 +1,36 @@
 public import NIOCore
 import Synchronization
 
+/// A viewer of a live stream as `LiveStream` sees it: something on an event loop that takes ready-made
+/// WebSocket frames (`WebSocketViewer` writes them straight to its socket).
+protocol LiveViewer: AnyObject, Sendable {
+    /// The loop the viewer is written on; `write`, `flush` and `finish` are only called there.
+    var eventLoop: any EventLoop { get }
+    /// Queues messages for the viewer, in order.
+    func write(_ messages: ArraySlice<LiveMessage>)
+    /// Sends what was queued. False when the viewer has fallen too far behind: it closed itself.
+    func flush() -> Bool
+    /// The broadcast ended: close after what was sent.
+    func finish()
+}
+
+/// One message for viewers, framed once for all of them.
+struct LiveMessage: Sendable {
+    /// A whole WebSocket frame (header and payload).
+    var frame: ByteBuffer
+    /// Milliseconds of media in it (0 for an event).
+    var media: Int64
+}
+
 /// The live output of one broadcast: the fMP4 init segment, the fragments since the latest keyframe
-/// (what a joining viewer needs), the subscribed viewers, and the HLS segments.
+/// (what a joining viewer needs), the viewers, and the HLS segments.
 ///
-/// Fragments arrive in order from one ingest loop; viewers read them through bounded streams. A viewer
-/// that falls `viewerBufferLimit` fragments behind is disconnected (its player reconnects at the latest
-/// keyframe) rather than slowing everyone down.
+/// Fragments arrive in order from one ingest loop. Each fragment is framed as a WebSocket message once,
+/// and the same bytes are written to every viewer. Viewers are grouped by their event loop; a group has
+/// one queue and at most one pending drain on its loop. An idle loop writes every fragment as it comes;
+/// a busy one writes all the messages that arrived meanwhile in one go (one system call per viewer). A
+/// viewer with more than `maximumViewerLag` milliseconds of media its socket has not taken is
+/// disconnected (its player reconnects at the latest keyframe) rather than slowing everyone down.
 public final class LiveStream: Sendable {
     public struct HLSSegment: Sendable {
         public var sequence: Int
@@ -14,12 +38,36 @@ public final class LiveStream: Sendable {
         public var bytes: ByteBuffer
     }
 
+    /// The viewers on one event loop and what waits to be written to them.
+    struct Group {
+        let eventLoop: any EventLoop
+        var viewers: [Member] = []
+        /// Messages since the last drain; the first is number `firstSequence`.
+        var pending: [LiveMessage] = []
+        var firstSequence = 0
+        var drainScheduled = false
+        var ending = false
+    }
+
+    struct Member {
+        let id: Int
+        let viewer: any LiveViewer
+        /// The first live message for this viewer (earlier ones are in its `joining` messages).
+        let fromSequence: Int
+        /// The stream event, init segment and current keyframe group, written before anything else.
+        var joining: [LiveMessage]
+    }
+
     struct State {
         var initSegment: ByteBuffer?
         var mimeType: String?
         var gop: [MP4Fragment] = []
-        var subscribers: [Int: AsyncStream<ByteBuffer>.Continuation] = [:]
+        var gopMessages: [LiveMessage] = []
+        var groups: [ObjectIdentifier: Group] = [:]
+        var viewerLoops: [Int: ObjectIdentifier] = [:]
         var nextSubscriberID = 0
+        /// Number of the next message appended to the groups' queues.
+        var nextSequence = 0
         var segments: [HLSSegment] = []
         var openSegment: (bytes: ByteBuffer, start: Int64, end: Int64)?
         var nextSegmentSequence = 0
@@ -29,12 +77,13 @@ public final class LiveStream: Sendable {
     }
 
     private let state = Mutex(State())
-    public let viewerBufferLimit: Int
+    /// Milliseconds of live media a viewer may have outstanding (written, not yet taken by its socket).
+    public let maximumViewerLag: Int64
     public let hlsSegmentTarget: Int64
     public let hlsSegmentsKept: Int
 
-    public init(viewerBufferLimit: Int = 300, hlsSegmentTarget: Int64 = 1000, hlsSegmentsKept: Int = 6) {
-        self.viewerBufferLimit = viewerBufferLimit
+    public init(maximumViewerLag: Int64 = 10_000, hlsSegmentTarget: Int64 = 1000, hlsSegmentsKept: Int = 6) {
+        self.maximumViewerLag = maximumViewerLag
         self.hlsSegmentTarget = hlsSegmentTarget
         self.hlsSegmentsKept = hlsSegmentsKept
     }
@@ -43,8 +92,8 @@ public final class LiveStream: Sendable {
         state.withLock { s in
             s.initSegment = bytes
             s.mimeType = mimeType
-            // Viewers who joined between the publish and the first media got nothing yet: init first.
-            for continuation in s.subscribers.values { continuation.yield(bytes) }
+            // Viewers who joined between the publish and the first media got nothing yet: type and init first.
+            broadcast(Self.startMessages(mimeType: mimeType, initSegment: bytes), in: &s)
         }
     }
 
@@ -52,22 +101,24 @@ public final class LiveStream: Sendable {
     public var mimeType: String? { state.withLock { $0.mimeType } }
 
     public var initSegment: ByteBuffer? { state.withLock { $0.initSegment } }
-    public var viewerCount: Int { state.withLock { $0.subscribers.count } }
+    public var viewerCount: Int { state.withLock { $0.viewerLoops.count } }
     public var fragmentsReceived: Int { state.withLock { $0.fragmentsReceived } }
+    public var viewersDropped: Int { state.withLock { $0.viewersDropped } }
     public var isEnded: Bool { state.withLock { $0.ended } }
 
     /// Publishes one fragment to every viewer and to HLS.
     func publish(_ fragment: MP4Fragment) {
+        let message = LiveMessage(frame: WebSocketFraming.frame(binary: fragment.bytes), media: fragment.duration)
         state.withLock { s in
             s.fragmentsReceived += 1
-            if fragment.startsWithKeyframe { s.gop = [fragment] } else if !s.gop.isEmpty { s.gop.append(fragment) }
-            for (id, continuation) in s.subscribers {
-                if case .dropped = continuation.yield(fragment.bytes) {
-                    continuation.finish()
-                    s.subscribers[id] = nil
-                    s.viewersDropped += 1
-                }
+            if fragment.startsWithKeyframe {
+                s.gop = [fragment]
+                s.gopMessages = [message]
+            } else if !s.gop.isEmpty {
+                s.gop.append(fragment)
+                s.gopMessages.append(message)
             }
+            broadcast([message], in: &s)
             // HLS: a segment starts at a keyframe and closes at the first keyframe after the target.
             if fragment.startsWithKeyframe, let open = s.openSegment, open.end - open.start >= hlsSegmentTarget {
                 s.segments.append(HLSSegment(sequence: s.nextSegmentSequence, duration: open.end - open.start, bytes: open.bytes))
@@ -86,7 +137,16 @@ public final class LiveStream: Sendable {
         }
     }
 
-    /// Ends the stream: viewers' streams finish.
+    /// Sends a JSON event (text) to every viewer, in order with the media.
+    func sendToViewers(text: String) {
+        let message = LiveMessage(frame: WebSocketFraming.frame(text: text), media: 0)
+        state.withLock { s in
+            guard !s.ended else { return }
+            broadcast([message], in: &s)
+        }
+    }
+
+    /// Ends the stream: viewers are closed once what was queued for them is written.
     func end() {
         state.withLock { s in
             s.ended = true
@@ -95,32 +155,100 @@ public final class LiveStream: Sendable {
                 s.nextSegmentSequence += 1
                 s.openSegment = nil
             }
-            for continuation in s.subscribers.values { continuation.finish() }
-            s.subscribers.removeAll()
+            for key in s.groups.keys {
+                s.groups[key]!.ending = true
+                schedule(key, in: &s)
+            }
+            s.viewerLoops.removeAll()
         }
     }
 
-    /// A viewer's stream: the init segment, the fragments since the latest keyframe, then live
-    /// fragments. Finishes when the broadcast ends or the viewer falls too far behind.
-    public func subscribe() -> (id: Int, fragments: AsyncStream<ByteBuffer>) {
-        let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream(bufferingPolicy: .bufferingOldest(viewerBufferLimit))
-        let id = state.withLock { s -> Int in
+    /// Adds a viewer: it gets the stream type, the init segment, the fragments since the latest keyframe,
+    /// then live fragments and events. A viewer added after the end is finished at once.
+    func subscribe(_ viewer: any LiveViewer) -> Int {
+        state.withLock { s in
             let id = s.nextSubscriberID
             s.nextSubscriberID += 1
-            if s.ended { continuation.finish(); return id }
-            if let initSegment = s.initSegment {
-                continuation.yield(initSegment)
-                for fragment in s.gop { continuation.yield(fragment.bytes) }
+            let key = ObjectIdentifier(viewer.eventLoop)
+            if s.groups[key] == nil { s.groups[key] = Group(eventLoop: viewer.eventLoop) }
+            var joining: [LiveMessage] = []
+            if let initSegment = s.initSegment, let mimeType = s.mimeType {
+                // The keyframe group is a burst every joiner gets: not counted against its lag.
+                joining = Self.startMessages(mimeType: mimeType, initSegment: initSegment)
+                    + s.gopMessages.map { LiveMessage(frame: $0.frame, media: 0) }
             }
-            s.subscribers[id] = continuation
+            s.groups[key]!.viewers.append(Member(id: id, viewer: viewer, fromSequence: s.nextSequence, joining: joining))
+            if s.ended {
+                s.groups[key]!.ending = true
+            } else {
+                s.viewerLoops[id] = key
+            }
+            schedule(key, in: &s)
             return id
         }
-        return (id, stream)
     }
 
     public func unsubscribe(_ id: Int) {
-        let continuation = state.withLock { $0.subscribers.removeValue(forKey: id) }
-        continuation?.finish()
+        state.withLock { s in
+            guard let key = s.viewerLoops.removeValue(forKey: id) else { return }
+            s.groups[key]?.viewers.removeAll { $0.id == id }
+        }
+    }
+
+    private static func startMessages(mimeType: String, initSegment: ByteBuffer) -> [LiveMessage] {
+        [LiveMessage(frame: WebSocketFraming.frame(text: #"{"type":"stream","mime":"# + WebSocketFraming.jsonString(mimeType) + "}"), media: 0),
+         LiveMessage(frame: WebSocketFraming.frame(binary: initSegment), media: 0)]
+    }
+
+    /// Appends messages to every group's queue and makes sure each group drains.
+    private func broadcast(_ messages: [LiveMessage], in s: inout State) {
+        let first = s.nextSequence
+        s.nextSequence += messages.count
+        for key in s.groups.keys {
+            if s.groups[key]!.viewers.isEmpty {
+                s.groups[key]!.pending = []
+                continue
+            }
+            if s.groups[key]!.pending.isEmpty { s.groups[key]!.firstSequence = first }
+            s.groups[key]!.pending += messages
+            schedule(key, in: &s)
+        }
+    }
+
+    private func schedule(_ key: ObjectIdentifier, in s: inout State) {
+        guard var group = s.groups[key], !group.drainScheduled else { return }
+        group.drainScheduled = true
+        s.groups[key] = group
+        group.eventLoop.execute { self.drain(key) }
+    }
+
+    /// On the group's loop: writes everything queued to each of its viewers, one flush each.
+    private func drain(_ key: ObjectIdentifier) {
+        guard let (members, pending, first, ending) = state.withLock({ s -> ([Member], [LiveMessage], Int, Bool)? in
+            guard var group = s.groups[key] else { return nil }
+            let taken = (group.viewers, group.pending, group.firstSequence, group.ending)
+            group.drainScheduled = false
+            group.pending = []
+            for i in group.viewers.indices { group.viewers[i].joining = [] }
+            if group.ending { group.viewers = [] }
+            s.groups[key] = group
+            return taken
+        }) else { return }
+        var dropped: [Int] = []
+        for member in members {
+            if !member.joining.isEmpty { member.viewer.write(member.joining[...]) }
+            let from = max(0, member.fromSequence - first)
+            if from < pending.count { member.viewer.write(pending[from...]) }
+            if !member.viewer.flush() { dropped.append(member.id) }
+            if ending { member.viewer.finish() }
+        }
+        guard !dropped.isEmpty else { return }
+        state.withLock { s in
+            for id in dropped where s.viewerLoops.removeValue(forKey: id) != nil {
+                s.groups[key]?.viewers.removeAll { $0.id == id }
+                s.viewersDropped += 1
+            }
+        }
     }
 
     // MARK: HLS
@@ -148,5 +276,46 @@ public final class LiveStream: Sendable {
 
     public func hlsSegment(_ sequence: Int) -> ByteBuffer? {
         state.withLock { s in s.segments.first { $0.sequence == sequence }?.bytes }
+    }
+}
+
+/// Server-to-client WebSocket frames (RFC 6455 §5.2: FIN, opcode, unmasked length), built once per
+/// message and shared by every viewer.
+enum WebSocketFraming {
+    static func frame(binary payload: ByteBuffer) -> ByteBuffer { frame(opcode: 0x2, payload) }
+    static func frame(text: String) -> ByteBuffer { frame(opcode: 0x1, ByteBuffer(string: text)) }
+
+    static func frame(opcode: UInt8, _ payload: ByteBuffer) -> ByteBuffer {
+        let length = payload.readableBytes
+        var frame = ByteBuffer()
+        frame.reserveCapacity(length + 10)
+        frame.writeInteger(0x80 | opcode)
+        if length < 126 {
+            frame.writeInteger(UInt8(length))
+        } else if length <= 0xFFFF {
+            frame.writeInteger(UInt8(126))
+            frame.writeInteger(UInt16(length))
+        } else {
+            frame.writeInteger(UInt8(127))
+            frame.writeInteger(UInt64(length))
+        }
+        frame.writeImmutableBuffer(payload)
+        return frame
+    }
+
+    /// `value` as a JSON string literal.
+    static func jsonString(_ value: String) -> String {
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 }

@@ -24,8 +24,8 @@ enum Token {
     static func streamKey() -> String { "live_" + hex(16) }
 }
 
-/// Fans JSON events (comments, likes, viewer count, application changes) out to subscribers: the
-/// viewers' pages and the broadcaster's extension.
+/// Fans JSON events (comments, likes, viewer count, application changes) out to the broadcaster's
+/// extension. (Viewers' pages get them through the broadcast's `LiveStream`, with the media.)
 final class EventHub: Sendable {
     private let state = Mutex<(next: Int, subscribers: [Int: AsyncStream<String>.Continuation])>((0, [:]))
 
@@ -44,9 +44,12 @@ final class EventHub: Sendable {
         state.withLock { $0.subscribers.removeValue(forKey: id) }?.finish()
     }
 
-    func publish(_ event: ServiceEvent) {
-        guard let data = try? JSONEncoder().encode(event), let text = String(data: data, encoding: .utf8) else { return }
+    /// Sends `event` to the subscribers; returns its JSON text.
+    @discardableResult
+    func publish(_ event: ServiceEvent) -> String? {
+        guard let data = try? JSONEncoder().encode(event), let text = String(data: data, encoding: .utf8) else { return nil }
         state.withLock { s in for c in s.subscribers.values { c.yield(text) } }
+        return text
     }
 
     func finishAll() {
@@ -83,6 +86,40 @@ struct Comment: Sendable {
     var time: Double
 }
 
+/// Coalesces viewer-count changes: at most one "viewers" event per `interval`, and always a trailing one
+/// carrying the final count. Without it every join and leave would be sent to every viewer (quadratic).
+struct ViewerCountCoalescer {
+    enum Action: Equatable {
+        case none
+        case publishNow
+        /// Publish the count as it will be then (a timer).
+        case publishAt(ContinuousClock.Instant)
+    }
+
+    let interval: Duration
+    private var lastPublished: ContinuousClock.Instant?
+    private var timerPending = false
+
+    init(interval: Duration) { self.interval = interval }
+
+    mutating func countChanged(at now: ContinuousClock.Instant) -> Action {
+        if timerPending { return .none }
+        if let lastPublished, now < lastPublished + interval {
+            timerPending = true
+            return .publishAt(lastPublished + interval)
+        }
+        lastPublished = now
+        return .publishNow
+    }
+
+    mutating func timerFired(at now: ContinuousClock.Instant) -> Action {
+        guard timerPending else { return .none }
+        timerPending = false
+        lastPublished = now
+        return .publishNow
+    }
+}
+
 /// A broadcast that is live now.
 final class LiveBroadcast: Sendable {
     struct State {
@@ -90,9 +127,13 @@ final class LiveBroadcast: Sendable {
         var broadcaster: String
         var viewers = 0
         var comments: [Comment] = []
+        var viewerEvents = ViewerCountCoalescer(interval: LiveBroadcast.viewerCountInterval)
     }
 
+    static let viewerCountInterval = Duration.milliseconds(500)
+
     let stream: LiveStream
+    /// Events for the broadcaster's extension; viewers get the same events through `stream`.
     let events = EventHub()
     private let state: Mutex<State>
 
@@ -106,22 +147,43 @@ final class LiveBroadcast: Sendable {
     var viewerCount: Int { state.withLock { $0.viewers } }
     var comments: [Comment] { state.withLock { $0.comments } }
 
-    func viewerJoined() -> BroadcastRecord {
-        let (count, record) = state.withLock { s in
+    /// Sends an event to the extension and to every viewer.
+    func publish(_ event: ServiceEvent) {
+        guard let text = events.publish(event) else { return }
+        stream.sendToViewers(text: text)
+    }
+
+    /// Counts a viewer in; returns the new count.
+    func viewerJoined() -> Int {
+        let (count, action) = state.withLock { s in
             s.viewers += 1
             s.record.viewerPeak = max(s.record.viewerPeak, s.viewers)
-            return (s.viewers, s.record)
+            return (s.viewers, s.viewerEvents.countChanged(at: .now))
         }
-        events.publish(ServiceEvent(type: "viewers", viewerCount: count))
-        return record
+        perform(action)
+        return count
     }
 
     func viewerLeft() {
-        let count = state.withLock { s in
+        let action = state.withLock { s in
             s.viewers = max(0, s.viewers - 1)
-            return s.viewers
+            return s.viewerEvents.countChanged(at: .now)
         }
-        events.publish(ServiceEvent(type: "viewers", viewerCount: count))
+        perform(action)
+    }
+
+    private func perform(_ action: ViewerCountCoalescer.Action) {
+        switch action {
+        case .none:
+            break
+        case .publishNow:
+            publish(ServiceEvent(type: "viewers", viewerCount: viewerCount))
+        case .publishAt(let deadline):
+            Task {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                self.perform(self.state.withLock { $0.viewerEvents.timerFired(at: .now) })
+            }
+        }
     }
 
     func like(by user: String) -> BroadcastRecord {
@@ -129,7 +191,7 @@ final class LiveBroadcast: Sendable {
             s.record.likes += 1
             return s.record
         }
-        events.publish(ServiceEvent(type: "like", likes: record.likes, user: user, time: Date().timeIntervalSince1970))
+        publish(ServiceEvent(type: "like", likes: record.likes, user: user, time: Date().timeIntervalSince1970))
         return record
     }
 
@@ -138,7 +200,7 @@ final class LiveBroadcast: Sendable {
             s.comments.append(comment)
             if s.comments.count > 50 { s.comments.removeFirst(s.comments.count - 50) }
         }
-        events.publish(ServiceEvent(type: "comment", user: comment.user, text: comment.text, time: comment.time))
+        publish(ServiceEvent(type: "comment", user: comment.user, text: comment.text, time: comment.time))
     }
 
     func setApplication(_ application: ApplicationInfo, iconURL: String?) -> BroadcastRecord {
@@ -146,7 +208,7 @@ final class LiveBroadcast: Sendable {
             s.record.application = application
             return s.record
         }
-        events.publish(ServiceEvent(type: "application", application: ApplicationJSON(id: application.id, name: application.name, iconURL: iconURL)))
+        publish(ServiceEvent(type: "application", application: ApplicationJSON(id: application.id, name: application.name, iconURL: iconURL)))
         return record
     }
 
@@ -227,7 +289,7 @@ final class LiveDirectory: RTMPIngestDelegate {
 
     private func end(_ broadcast: LiveBroadcast) async {
         let record = broadcast.markEnded(at: Date().timeIntervalSince1970)
-        broadcast.events.publish(ServiceEvent(type: "ended"))
+        broadcast.publish(ServiceEvent(type: "ended"))
         broadcast.events.finishAll()
         broadcast.stream.end()
         do { try await store.updateBroadcast(record) } catch {

@@ -51,7 +51,7 @@ struct CSRFForm: Decodable, Sendable {
 
 /// The routes of the web app and the extension API.
 struct ServiceRoutes: Sendable {
-    typealias Context = BasicWebSocketRequestContext
+    typealias Context = ServiceRequestContext
 
     let directory: LiveDirectory
     let accounts: Accounts
@@ -90,7 +90,7 @@ struct ServiceRoutes: Sendable {
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
             guard let id = context.requestContext.parameters.get("id"), let broadcast = directory.broadcast(id: id) else { return }
-            try await Self.serveViewer(broadcast, inbound: inbound, outbound: outbound)
+            try await Self.serveViewer(broadcast, channel: context.requestContext.channel, inbound: inbound, outbound: outbound)
         }
         router.get("/hls/:id/index.m3u8") { _, context in
             guard let playlist = directory.broadcast(id: try context.parameters.require("id"))?.stream.hlsPlaylist() else {
@@ -283,7 +283,8 @@ struct ServiceRoutes: Sendable {
         <p>by <b id="broadcaster">\(HTML.escape(broadcast.broadcaster))</b> · playing <span id="application">\(HTML.escape(record.application.name))</span>
         · <span id="viewers">\(broadcast.viewerCount)</span> watching · <span id="likes">\(record.likes)</span> likes
         \(user == nil ? "" : "<button id=\"like\">Like</button>")</p>
-        <div id="side"><video id="video" muted autoplay playsinline controls></video>
+        <div id="side"><div><video id="video" muted autoplay playsinline controls></video><canvas id="screen" hidden></canvas>
+        <button id="sound" hidden>Sound on</button></div>
         <div><ul id="chat">\(comments)</ul>\(interact)</div></div>
         <p id="status"></p></div>
         <script src="/static/player.js"></script>
@@ -421,33 +422,22 @@ struct ServiceRoutes: Sendable {
 
     // MARK: WebSockets
 
-    static func serveViewer(_ broadcast: LiveBroadcast, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
-        _ = broadcast.viewerJoined()
-        let (fragmentsID, fragments) = broadcast.stream.subscribe()
-        let (eventsID, events) = broadcast.events.subscribe()
+    /// A viewer's WebSocket: media and events are written straight to its channel by the broadcast's
+    /// `LiveStream` (framed once for all viewers); this task only reads the viewer's frames (pongs, the
+    /// close) until the viewer leaves, the broadcast ends, or the viewer is dropped for falling behind.
+    static func serveViewer(_ broadcast: LiveBroadcast, channel: any Channel, inbound: WebSocketInboundStream,
+                            outbound: WebSocketOutboundWriter) async throws {
+        let viewer = try await WebSocketViewer(channel: channel, maximumLag: broadcast.stream.maximumViewerLag)
+        let count = broadcast.viewerJoined()
+        try await outbound.write(.text(Self.eventText(ServiceEvent(type: "viewers", viewerCount: count, likes: broadcast.record.likes))))
+        let id = broadcast.stream.subscribe(viewer)
         defer {
-            broadcast.stream.unsubscribe(fragmentsID)
-            broadcast.events.unsubscribe(eventsID)
+            broadcast.stream.unsubscribe(id)
             broadcast.viewerLeft()
         }
-        try await outbound.write(.text(Self.eventText(ServiceEvent(type: "viewers", viewerCount: broadcast.viewerCount, likes: broadcast.record.likes))))
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var announced = false
-                for await fragment in fragments {
-                    if !announced, let mime = broadcast.stream.mimeType {
-                        try await outbound.write(.text(Self.eventText(ServiceEvent(type: "stream", mime: mime))))
-                        announced = true
-                    }
-                    try await outbound.write(.binary(fragment))
-                }
-            }
-            group.addTask {
-                for await event in events { try await outbound.write(.text(event)) }
-            }
-            group.addTask {
-                for try await _ in inbound {}
-            }
+            group.addTask { await viewer.waitUntilFinished() }
+            group.addTask { for try await _ in inbound {} }
             _ = try await group.next()
             group.cancelAll()
         }
