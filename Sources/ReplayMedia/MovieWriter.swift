@@ -103,11 +103,26 @@ public final class MovieWriter: @unchecked Sendable {
     func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
         // A packet with its duration set spares the muxer a guess at each fragment's end.
         if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
+        try mux {
+            packet.pointee.stream_index = track.index
+            av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
+            return packet
+        }
+    }
+
+    /// Cuts the fragment now (rather than when the next packet is a fragment's length later) and
+    /// puts it on disk: on a still screen the next packet may be seconds away.
+    package func flushFragment() throws(MediaError) {
+        try mux { nil }
+    }
+
+    /// Under the lock, hands the muxer the packet `prepare` returns (nil cuts the fragment and
+    /// flushes it to the file). The first failure sticks: later writes throw it.
+    private func mux(_ prepare: () -> UnsafeMutablePointer<AVPacket>?) throws(MediaError) {
         try lock.withLock { _ throws(MediaError) in
             if let failure { throw failure }
             guard started, !finished else { return }
-            packet.pointee.stream_index = track.index
-            av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
+            let packet = prepare()
             let status = av_write_frame(context, packet)
             let ioError = context.pointee.pb.pointee.error
             if status < 0 || ioError < 0 {
@@ -115,24 +130,7 @@ public final class MovieWriter: @unchecked Sendable {
                 failure = error
                 throw error
             }
-            bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
-        }
-    }
-
-    /// Cuts the fragment now (rather than when the next packet is a fragment's length later) and
-    /// puts it on disk: on a still screen the next packet may be seconds away.
-    package func flushFragment() throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
-            if let failure { throw failure }
-            guard started, !finished else { return }
-            let status = av_write_frame(context, nil)
-            let ioError = context.pointee.pb.pointee.error
-            if status < 0 || ioError < 0 {
-                let error = mediaError(ioError < 0 ? ioError : status, doing: "writing the movie")
-                failure = error
-                throw error
-            }
-            avio_flush(context.pointee.pb)
+            if packet == nil { avio_flush(context.pointee.pb) }
             bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
         }
     }
