@@ -64,11 +64,17 @@ theirs() {  # theirs FILE: ffmpeg's CPU-seconds (user+sys) for the same job
   awk '{ printf "%.3f\n", $1 + $2 }' "$WORK/time"
 }
 
-report() {  # report NAME OURS THEIRS TARGET
-  awk -v n="$1" -v o="$2" -v t="$3" -v s="$SECONDS_EACH" -v goal="$4" 'BEGIN {
+report() {  # report NAME OURS THEIRS TARGET OURFILE THEIRFILE: the ratio counts only if we wrote every frame that was due
+  local frames dropped
+  frames=$(sed -n 's/.* frames=\([0-9]*\).*/\1/p' "$WORK/ours.log" | tail -n 1)
+  dropped=$(sed -n 's/.*dropped=\([0-9]*\).*/\1/p' "$WORK/ours.log" | tail -n 1)
+  # The files' sizes show how much motion each run saw: the content is drawn on its own clock, and how
+  # far it moves between two grabs depends on how the machine schedules it.
+  awk -v n="$1" -v o="$2" -v t="$3" -v s="$SECONDS_EACH" -v goal="$4" -v f="$frames" -v d="$dropped" \
+      -v ob="$(stat -c %s "$5")" -v tb="$(stat -c %s "$6")" 'BEGIN {
     r = o / t
-    printf "%-28s ours %6.3f CPU-s/s   ffmpeg %6.3f CPU-s/s   ratio %.2f (target <= %s) %s\n",
-      n, o / s, t / s, r, goal, (r <= goal ? "OK" : "MISSED") }'
+    printf "%-28s ours %6.3f CPU-s/s   ffmpeg %6.3f CPU-s/s   ratio %.2f (target <= %s; ours %d frames, %d dropped, %.1f MB; ffmpeg %.1f MB) %s\n",
+      n, o / s, t / s, r, goal, f, d, ob / 1e6, tb / 1e6, (r <= goal && d == 0 ? "OK" : "MISSED") }'
 }
 
 echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, display $DISPLAY"
@@ -76,11 +82,11 @@ echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, displ
 
 content --full-motion --no-audio
 o=$(ours "$WORK/o1.mp4"); t=$(theirs "$WORK/t1.mp4")
-report "full motion 1080p30" "$o" "$t" 0.75
+report "full motion 1080p30" "$o" "$t" 0.75 "$WORK/o1.mp4" "$WORK/t1.mp4"
 
 content --desktop --no-audio
 o=$(ours "$WORK/o2.mp4"); t=$(theirs "$WORK/t2.mp4")
-report "typical desktop" "$o" "$t" 0.40
+report "typical desktop" "$o" "$t" 0.40 "$WORK/o2.mp4" "$WORK/t2.mp4"
 
 content --static --no-audio
 o=$(ours "$WORK/o3.mp4"); t=$(theirs "$WORK/t3.mp4")
