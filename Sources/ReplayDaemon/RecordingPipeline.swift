@@ -205,6 +205,7 @@ final class RecordingPipeline: @unchecked Sendable {
         var index: Int64 = 0
         var tick = start
         var lastSent = Int64.min
+        var push = PushThrough(framesPerSecond: fps)
         defer {
             endTime.store(tick, ordering: .releasing)
             frames.close()
@@ -231,12 +232,11 @@ final class RecordingPipeline: @unchecked Sendable {
                 return
             }
             if changed { lastChange.store(index, ordering: .relaxed) }
-            // A picture when it changed; a repeat at least once a second (fragments keep coming) and at
-            // the end. After a change, repeats at the full rate until the encoder has given the changed
-            // picture back: x264 holds its look-ahead of frames, and on a still screen those would
-            // otherwise wait seconds there, lost to a crash.
-            let changeHeld = lastChange.load(ordering: .relaxed) > encodedThrough.load(ordering: .relaxed)
-            if changed || changeHeld || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
+            // A picture when it changed; a repeat at least once a second (fragments keep coming), while
+            // a change is pushed through the encoder (`PushThrough`), and at the end.
+            let pushing = push.repeatNow(at: index, lastChange: lastChange.load(ordering: .relaxed),
+                                         encodedThrough: encodedThrough.load(ordering: .relaxed))
+            if changed || pushing || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
                 if let frame = takeFreeFrame() {
                     frame.copy(from: capture.current)
                     frame.timestamp = tick
@@ -352,5 +352,39 @@ final class RecordingPipeline: @unchecked Sendable {
     static func samples(from start: Int64, to time: Int64) -> Int64 {
         let nanoseconds = time - start
         return (nanoseconds * 48 + (nanoseconds >= 0 ? 500_000 : -500_000)) / 1_000_000
+    }
+}
+
+/// When to push the latest change through libx264's look-ahead with repeats at the full rate.
+///
+/// x264 gives a picture back only some frames later (its look-ahead and frame threads: about five).
+/// While the screen changes every tick that is a sixth of a second; on a still screen no frames
+/// follow, and the last change would wait in the encoder (lost to a crash) until more changes came.
+/// So once the screen has been still for `settle` (a quarter of a second) after a change, repeats go
+/// out until the encoder has given that change back. A repeat costs libx264 several milliseconds at
+/// 1080p, so a push starts at most once per `spacing` (a second): a cursor that blinks twice a second
+/// pays for one push a second. A change is on disk within about a second and a half.
+struct PushThrough {
+    let settle: Int64
+    let spacing: Int64
+    private var target: Int64 = -1     // the change being pushed through, or -1
+    private var lastStart = Int64.min / 2
+
+    init(framesPerSecond fps: Int64) {
+        settle = max(1, fps / 4)
+        spacing = fps
+    }
+
+    /// At tick `index`: whether to send a repeat, given the tick of the latest change and the latest
+    /// tick the encoder gave back.
+    mutating func repeatNow(at index: Int64, lastChange: Int64, encodedThrough: Int64) -> Bool {
+        if target >= 0 {
+            if encodedThrough < target { return true }
+            target = -1
+        }
+        guard lastChange > encodedThrough, index - lastChange >= settle, index - lastStart >= spacing else { return false }
+        target = lastChange
+        lastStart = index
+        return true
     }
 }

@@ -97,10 +97,11 @@ package final class VideoEncoder: @unchecked Sendable {
             av_dict_set(&options, "preset", settings.preset, 0)
             av_dict_set(&options, "crf", String(settings.crf), 0)
             av_dict_set(&options, "profile", "high", 0)
-            // A look-ahead of 10 frames (a third of a second held in the encoder; the pipeline pushes
-            // a change through it at once) keeps the macroblock tree: without it, full-motion files
-            // doubled and cost more CPU to write. docs/ARCHITECTURE.md ("Encoders") has the figures.
-            av_dict_set(&options, "x264-params", "rc-lookahead=10:sync-lookahead=0", 0)
+            // A short look-ahead keeps the macroblock tree (without it, full-motion files doubled and
+            // cost more CPU to write) while x264 holds few frames: on a still screen the pipeline
+            // pushes a change through with repeats, which cost x264 several milliseconds each. Three
+            // frames made files no bigger than veryfast's ten (docs/ARCHITECTURE.md, "Encoders").
+            av_dict_set(&options, "x264-params", "rc-lookahead=3:sync-lookahead=0", 0)
         }
         let status = avcodec_open2(context, codec, &options)
         guard status >= 0 else {
