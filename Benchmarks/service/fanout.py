@@ -22,21 +22,7 @@ import time
 import urllib.parse
 
 from minws import mask_frame
-from procstat import cpu_seconds
-
-
-
-def children_of(pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
+from procstat import children_of, cpu_seconds
 
 
 class Viewer(asyncio.Protocol):

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from procstat import cpu_seconds
+from procstat import children_of, cpu_seconds
 import time
 import urllib.request
 
@@ -89,16 +89,7 @@ def cleanup():
 
 def family(pid):
     """pid and its children (nginx's worker)."""
-    out = [pid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
+    return [pid] + children_of(pid)
 
 
 def pin(pid, cpu):

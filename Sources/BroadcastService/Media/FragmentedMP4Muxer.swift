@@ -101,25 +101,27 @@ final class FragmentedMP4Muxer {
     /// `context`, from what the RTMP sequence headers said. The fMP4 muxer and the relay share it.
     static func addStreams(to context: UnsafeMutablePointer<AVFormatContext>, video: VideoConfiguration,
                            audio: AudioConfiguration?) throws(FFmpegError) -> (video: Int32, audio: Int32?) {
-        guard let vs = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-        vs.pointee.time_base = AVRational(num: 1, den: 1000)
-        let vp = vs.pointee.codecpar!
-        vp.pointee.codec_type = AVMEDIA_TYPE_VIDEO
-        vp.pointee.codec_id = AV_CODEC_ID_H264
+        let (videoIndex, vp) = try newStream(in: context, AVMEDIA_TYPE_VIDEO, AV_CODEC_ID_H264, extradata: video.avcC)
         vp.pointee.width = Int32(video.width)
         vp.pointee.height = Int32(video.height)
-        try setExtradata(vp, video.avcC)
-        guard let audio else { return (vs.pointee.index, nil) }
-        guard let st = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-        st.pointee.time_base = AVRational(num: 1, den: 1000)
-        let ap = st.pointee.codecpar!
-        ap.pointee.codec_type = AVMEDIA_TYPE_AUDIO
-        ap.pointee.codec_id = AV_CODEC_ID_AAC
+        guard let audio else { return (videoIndex, nil) }
+        let (audioIndex, ap) = try newStream(in: context, AVMEDIA_TYPE_AUDIO, AV_CODEC_ID_AAC, extradata: audio.audioSpecificConfig)
         ap.pointee.sample_rate = Int32(audio.sampleRate)
         ap.pointee.frame_size = 1024
         av_channel_layout_default(&ap.pointee.ch_layout, Int32(audio.channels))
-        try setExtradata(ap, audio.audioSpecificConfig)
-        return (vs.pointee.index, st.pointee.index)
+        return (videoIndex, audioIndex)
+    }
+
+    /// A new stream of `context` in milliseconds, with its codec and decoder configuration.
+    private static func newStream(in context: UnsafeMutablePointer<AVFormatContext>, _ type: AVMediaType, _ codec: AVCodecID,
+                                  extradata: [UInt8]) throws(FFmpegError) -> (index: Int32, parameters: UnsafeMutablePointer<AVCodecParameters>) {
+        guard let stream = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
+        stream.pointee.time_base = AVRational(num: 1, den: 1000)
+        let parameters = stream.pointee.codecpar!
+        parameters.pointee.codec_type = type
+        parameters.pointee.codec_id = codec
+        try setExtradata(parameters, extradata)
+        return (stream.pointee.index, parameters)
     }
 
     static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) throws(FFmpegError) {
@@ -146,6 +148,8 @@ final class FragmentedMP4Muxer {
     private var recentSteps: [Int64] = []
     /// A frame came sooner than predicted once: hold every frame from then on.
     private var timestampsIrregular = false
+    /// The duration the last frame was written with, when it was predicted.
+    private var lastPrediction: Int64?
 
     /// The duration of a frame not yet followed by the next, when the publisher's decode times are
     /// regular enough to predict it (constant frame rate: steps within 2 ms, e.g. 33/34 ms at 30 fps
@@ -195,8 +199,6 @@ final class FragmentedMP4Muxer {
         }
         return fragments
     }
-    /// The duration the last frame was written with, when it was predicted.
-    private var lastPrediction: Int64?
 
     private func writeHeldVideo(_ held: HeldPacket, duration: Int64) throws(FFmpegError) -> MP4Fragment? {
         var closed: MP4Fragment? = nil

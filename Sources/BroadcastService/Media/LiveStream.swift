@@ -61,7 +61,7 @@ public final class LiveStream: Sendable {
     struct State {
         var initSegment: ByteBuffer?
         var mimeType: String?
-        var gop: [MP4Fragment] = []
+        /// The messages since the latest keyframe: what a joining viewer gets first.
         var gopMessages: [LiveMessage] = []
         var groups: [ObjectIdentifier: Group] = [:]
         var viewerLoops: [Int: ObjectIdentifier] = [:]
@@ -112,10 +112,8 @@ public final class LiveStream: Sendable {
         state.withLock { s in
             s.fragmentsReceived += 1
             if fragment.startsWithKeyframe {
-                s.gop = [fragment]
                 s.gopMessages = [message]
-            } else if !s.gop.isEmpty {
-                s.gop.append(fragment)
+            } else if !s.gopMessages.isEmpty {
                 s.gopMessages.append(message)
             }
             broadcast([message], in: &s)
