@@ -146,26 +146,26 @@ package final class ScreenCapture: @unchecked Sendable {
         let cursorMoved = refreshCursor()
         if reads.isEmpty && !cursorMoved { return false }
 
-        var dirty = PixelRect(x: 0, y: 0, width: 0, height: 0)
-        if let old = cursorRect {
+        // What the canvas shows differently from the last picture, in canvas coordinates.
+        var dirty: [PixelRect] = []
+        let previousCursor = cursorRect
+        if let old = previousCursor {
             restoreUnderCursor(old)
-            dirty = dirty.union(old)
             cursorRect = nil
         }
         if !reads.isEmpty {
-            readScreen(reads)
+            dirty = readScreen(reads, force: needsFullRead)
             needsFullRead = false
-            for read in reads { dirty = dirty.union(read) }
-            for excluded in excludedRectangles() {
-                let area = excluded.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds)
-                if !area.isEmpty, reads.contains(where: { !area.intersection($0).isEmpty }) {
-                    recomposeBeneath(area)
-                    dirty = dirty.union(area)
-                }
-            }
         }
-        if let drawn = drawCursor() { dirty = dirty.union(drawn) }
-        convert(rows: dirty.y..<dirty.maxY)
+        if dirty.isEmpty && !cursorMoved {
+            // Damage without a change (a client repainted the same pixels, or only our own windows
+            // changed): the picture stands.
+            _ = drawCursor()
+            return false
+        }
+        if let old = previousCursor { dirty.append(old) }
+        if let drawn = drawCursor() { dirty.append(drawn) }
+        convert(dirty)
         return true
     }
 
@@ -195,21 +195,34 @@ package final class ScreenCapture: @unchecked Sendable {
     /// At most this many separate reads per frame.
     private static let maximumReads = 16
 
-    /// Reads `rects` (canvas coordinates, not overlapping) from the screen into the canvas. The
-    /// requests are sent together and land side by side in the scratch segment.
-    private func readScreen(_ rects: [PixelRect]) {
+    /// Reads `rects` (canvas coordinates, not overlapping) from the screen, recomposes what lies
+    /// beneath the excluded windows in what was read, and brings the canvas up to date. Returns the
+    /// parts whose pixels changed (all of `rects` when `force`, or when they are the whole screen):
+    /// a client that repaints part of the screen with the same pixels (a spinner's background, a
+    /// clock redrawn with the same time, a toolkit redrawing a widget) damages the screen but
+    /// changes nothing, and such a frame is neither converted nor encoded.
+    private func readScreen(_ rects: [PixelRect], force: Bool) -> [PixelRect] {
         let connection = x.connection
+        let scratchPixels = scratch.address.assumingMemoryBound(to: UInt32.self)
         if rects == [canvasBounds], screenRect.contains(source) {
-            // The whole picture: straight into the canvas, no copy.
+            // The whole picture, straight into the canvas: no copy, and no comparison. A client that
+            // repaints the whole screen every frame (a video, a game) changes it at about our rate,
+            // and a read that comes out the same is then its frame clock beating against ours: a
+            // repeat keeps such a recording at its constant rate.
             if !canvas.read(x.root, source) { logger.debug("screen read failed") }
-            return
+            recomposeExcluded(in: PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds))
+            return rects
         }
+        var changed: [PixelRect] = []
         var pending: [(xcb_shm_get_image_cookie_t, PixelRect, Int)] = []
         var offset = 0
         for rect in rects {
             let rootRect = rect.offsetBy(dx: source.x, dy: source.y)
             let visible = rootRect.intersection(screenRect)
-            if visible != rootRect { fill(rect, with: 0) }
+            if visible != rootRect {
+                fill(rect, with: 0)
+                changed.append(rect)
+            }
             guard !visible.isEmpty, offset + visible.area * 4 <= scratch.byteCount else { continue }
             let cookie = xcb_shm_get_image(connection, x.root, Int16(visible.x), Int16(visible.y), UInt16(visible.width), UInt16(visible.height),
                                            ~0, UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue), scratch.segment, UInt32(offset))
@@ -222,22 +235,35 @@ package final class ScreenCapture: @unchecked Sendable {
             free(error)
             guard let reply else { continue }
             free(reply)
-            copy(from: (scratch.address + offset).assumingMemoryBound(to: UInt32.self), stride: local.width, into: local)
+            let fresh = PixelPlane(pixels: scratchPixels + offset / 4, stride: local.width, origin: local)
+            recomposeExcluded(in: fresh)
+            let rows = force ? 0..<local.height : changedRows(of: fresh, against: canvasPixels)
+            guard !rows.isEmpty else { continue }
+            let band = PixelRect(x: local.x, y: local.y + rows.lowerBound, width: local.width, height: rows.count)
+            copy(from: fresh.pixels + rows.lowerBound * fresh.stride, stride: fresh.stride, into: band)
+            changed.append(band)
         }
+        return changed
+    }
+
+    /// The rows of `fresh` (relative to its origin) from the first to the last that differ from the
+    /// same place in `canvas`; empty when none do.
+    private func changedRows(of fresh: PixelPlane, against canvas: UnsafeMutablePointer<UInt32>) -> Range<Int> {
+        let area = fresh.origin
+        func differs(_ row: Int) -> Bool {
+            memcmp(canvas + (area.y + row) * source.width + area.x, fresh.pixels + row * fresh.stride, area.width * 4) != 0
+        }
+        guard let first = (0..<area.height).first(where: differs) else { return 0..<0 }
+        let last = (first..<area.height).reversed().first(where: differs) ?? first
+        return first..<(last + 1)
     }
 
     private func copy(from pixels: UnsafePointer<UInt32>, stride: Int, into rect: PixelRect) {
-        let target = canvasPixels
-        for row in 0..<rect.height {
-            (target + (rect.y + row) * source.width + rect.x).update(from: pixels + row * stride, count: rect.width)
-        }
+        PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds).copy(from: pixels, stride: stride, into: rect)
     }
 
     private func fill(_ rect: PixelRect, with value: UInt32) {
-        let target = canvasPixels
-        for row in rect.y..<rect.maxY {
-            (target + row * source.width + rect.x).update(repeating: value, count: rect.width)
-        }
+        PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds).fill(rect, with: value)
     }
 
     // MARK: Cursor
@@ -356,11 +382,20 @@ package final class ScreenCapture: @unchecked Sendable {
         return found
     }
 
-    /// Repaints `area` (canvas coordinates) from the windows beneath the excluded ones, bottom to
-    /// top, reading each window's Composite pixmap (which holds its pixels even where covered).
-    private func recomposeBeneath(_ area: PixelRect) {
+    /// Repaints the parts of `plane` under the excluded windows from the windows beneath them.
+    private func recomposeExcluded(in plane: PixelPlane) {
+        for excluded in excludedRectangles() {
+            let area = excluded.offsetBy(dx: -source.x, dy: -source.y).intersection(plane.origin)
+            if !area.isEmpty { recomposeBeneath(area, in: plane) }
+        }
+    }
+
+    /// Repaints `area` (canvas coordinates, inside `plane`) from the windows beneath the excluded
+    /// ones, bottom to top, reading each window's Composite pixmap (which holds its pixels even
+    /// where covered).
+    private func recomposeBeneath(_ area: PixelRect, in plane: PixelPlane) {
         let connection = x.connection
-        fill(area, with: 0xff00_0000)
+        plane.fill(area, with: 0xff00_0000)
         let rootArea = area.offsetBy(dx: source.x, dy: source.y)
         for (window, outer) in windowsBeneath(rootArea) {
             let part = rootArea.intersection(outer)
@@ -374,7 +409,7 @@ package final class ScreenCapture: @unchecked Sendable {
             defer { free(image) }
             guard Int(xcb_get_image_data_length(image)) >= part.area * 4, let data = xcb_get_image_data(image) else { continue }
             let pixels = UnsafeRawPointer(data).assumingMemoryBound(to: UInt32.self)
-            copy(from: pixels, stride: part.width, into: part.offsetBy(dx: -source.x, dy: -source.y))
+            plane.copy(from: pixels, stride: part.width, into: part.offsetBy(dx: -source.x, dy: -source.y))
         }
     }
 
@@ -403,12 +438,16 @@ package final class ScreenCapture: @unchecked Sendable {
 
     // MARK: Conversion
 
-    private func convert(rows: Range<Int>) {
-        guard !rows.isEmpty else { return }
+    /// Converts the parts of the canvas in `areas` (canvas coordinates; they may overlap) into
+    /// `current`. After a RandR change the whole screen is scaled to fit instead.
+    private func convert(_ areas: [PixelRect]) {
+        guard !areas.isEmpty else { return }
         let bytes = UnsafePointer(canvas.address.assumingMemoryBound(to: UInt8.self))
         guard source.width != outputWidth && source.width != outputWidth + 1 || source.height != outputHeight && source.height != outputHeight + 1,
               let scaled else {
-            current.convert(fromBGRA: bytes, stride: source.width * 4, rows: rows.clamped(to: 0..<outputHeight))
+            for area in areas {
+                current.convert(fromBGRA: bytes, stride: source.width * 4, columns: area.x..<area.maxX, rows: area.y..<area.maxY)
+            }
             return
         }
         // Letterbox: keep the aspect ratio, centre, black around.
@@ -420,6 +459,31 @@ package final class ScreenCapture: @unchecked Sendable {
         _ = ARGBScale(bytes, Int32(source.width * 4), Int32(source.width), Int32(source.height),
                       scaled + oy * stride + ox * 4, Int32(stride), Int32(w), Int32(h), kFilterBilinear)
         current.convert(fromBGRA: scaled, stride: stride, rows: 0..<outputHeight)
+    }
+}
+
+/// Pixels of the canvas area `origin` (canvas coordinates) laid out with `stride` pixels a row:
+/// the canvas itself, or a piece just read into the scratch segment.
+private struct PixelPlane {
+    let pixels: UnsafeMutablePointer<UInt32>
+    let stride: Int
+    let origin: PixelRect
+
+    private func row(_ y: Int, at x: Int) -> UnsafeMutablePointer<UInt32> {
+        pixels + (y - origin.y) * stride + (x - origin.x)
+    }
+
+    /// Copies rows of `rect.width` pixels, `stride` apart, into `rect` (canvas coordinates).
+    func copy(from source: UnsafePointer<UInt32>, stride sourceStride: Int, into rect: PixelRect) {
+        for line in 0..<rect.height {
+            row(rect.y + line, at: rect.x).update(from: source + line * sourceStride, count: rect.width)
+        }
+    }
+
+    func fill(_ rect: PixelRect, with value: UInt32) {
+        for y in rect.y..<rect.maxY {
+            row(y, at: rect.x).update(repeating: value, count: rect.width)
+        }
     }
 }
 

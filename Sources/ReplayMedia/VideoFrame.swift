@@ -37,18 +37,20 @@ package final class VideoFrame: @unchecked Sendable {
         (Int(frame.pointee.linesize.0), Int(frame.pointee.linesize.1), Int(frame.pointee.linesize.2))
     }
 
-    /// Converts rows `rows` (even-aligned by the caller) of a BGRX/BGRA picture into this frame.
-    package func convert(fromBGRA source: UnsafePointer<UInt8>, stride: Int, rows: Range<Int>) {
-        let first = rows.lowerBound & ~1
-        let last = min(height, (rows.upperBound + 1) & ~1)
-        guard last > first else { return }
+    /// Converts the part `columns` × `rows` of a BGRX/BGRA picture (widened to even edges, clipped
+    /// to this frame) into the same place of this frame.
+    package func convert(fromBGRA source: UnsafePointer<UInt8>, stride: Int, columns: Range<Int>? = nil, rows: Range<Int>) {
+        let columns = columns ?? 0..<width
+        let first = max(0, rows.lowerBound & ~1), last = min(height, (rows.upperBound + 1) & ~1)
+        let left = max(0, columns.lowerBound & ~1), right = min(width, (columns.upperBound + 1) & ~1)
+        guard last > first, right > left else { return }
         let (y, u, v) = planes
         let (ys, us, vs) = strides
-        _ = ARGBToI420(source + first * stride, Int32(stride),
-                       y + first * ys, Int32(ys),
-                       u + (first / 2) * us, Int32(us),
-                       v + (first / 2) * vs, Int32(vs),
-                       Int32(width), Int32(last - first))
+        _ = ARGBToI420(source + first * stride + left * 4, Int32(stride),
+                       y + first * ys + left, Int32(ys),
+                       u + (first / 2) * us + left / 2, Int32(us),
+                       v + (first / 2) * vs + left / 2, Int32(vs),
+                       Int32(right - left), Int32(last - first))
     }
 
     /// Copies the whole picture of `other` (same size) into this frame.

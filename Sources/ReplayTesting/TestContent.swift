@@ -11,6 +11,9 @@ public final class TestContent: Sendable {
             case bars
             /// One frame, then nothing changes.
             case still
+            /// The still frame, parts of it copied to the screen again every frame without a change
+            /// (the counter's panel and the top band in turn).
+            case repainting
             /// A still background, a scrolling terminal, a small animation.
             case desktop
         }
@@ -31,6 +34,7 @@ public final class TestContent: Sendable {
             switch mode {
             case .bars: break
             case .still: arguments.append("--static")
+            case .repainting: arguments += ["--static", "--repaint"]
             case .desktop: arguments.append("--desktop")
             }
             return arguments

@@ -150,6 +150,15 @@ final class Renderer {
         xcb_flush(connection)
     }
 
+    /// Copies part of the back buffer to the window again, unchanged: the counter's panel on even
+    /// frames, the top band of bars on odd ones.
+    func repaint(frame n: Int) {
+        let area = n % 2 == 0 ? layout.panel : Layout.Rect(x: 0, y: 0, width: width, height: layout.topBandBottom)
+        xcb_copy_area(connection, pixmap, window, gc, Int16(area.x), Int16(area.y), Int16(area.x), Int16(area.y),
+                      UInt16(area.width), UInt16(area.height))
+        xcb_flush(connection)
+    }
+
     private func drawBarsFrame(_ n: Int) {
         for (index, colour) in Layout.barColours.enumerated() {
             let x0 = layout.barX(index), x1 = layout.barX(index + 1)

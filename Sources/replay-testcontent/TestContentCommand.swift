@@ -31,6 +31,9 @@ struct TestContentCommand: ParsableCommand {
     @Flag(name: .customLong("static"), help: "Draw one frame, then change nothing (static-screen benchmark).")
     var staticScreen = false
 
+    @Flag(help: "With --static: copy parts of the same picture to the screen again every frame (a client that redraws without changing anything).")
+    var repaint = false
+
     @Flag(help: "A typical desktop: still background, a terminal scrolling text, a small animation.")
     var desktop = false
 
@@ -49,6 +52,7 @@ struct TestContentCommand: ParsableCommand {
             throw ValidationError("--static, --desktop and --full-motion exclude each other.")
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive.") }
+        if repaint && !staticScreen { throw ValidationError("--repaint goes with --static.") }
     }
 
     func run() throws {
@@ -90,9 +94,12 @@ struct TestContentCommand: ParsableCommand {
                 throw ExitCode(3)
             }
             renderer.handleEvents()
-            if mode != .still {
+            if mode != .still || repaint {
                 let frame = Int((now - start) / frameNanos)
-                if frame != lastFrame {
+                if frame != lastFrame, mode == .still {
+                    renderer.repaint(frame: frame)
+                    lastFrame = frame
+                } else if frame != lastFrame {
                     renderer.drawFrame(number: frame, framesPerSecond: fps)
                     lastFrame = frame
                 }

@@ -279,6 +279,27 @@ extension SystemTests {
                         "the last frame (at \(lastTime) s, \(times.count) frames) shows the bars that appeared 1.2 s before the kill")
             }
         }
+
+        @Test("a client repainting the same pixels every frame damages the screen but adds no frames to encode",
+              .timeLimit(.minutes(2)))
+        func repaintsWithoutChange() async throws {
+            // 120 repaints in 4 s, alternately of the counter's panel and of the top band (where the
+            // indicator is): what reaches the encoder is the first picture, the once-a-second repeats
+            // and the one push of the first picture through libx264 (about a dozen), not 120.
+            let configuration = TestEnvironment.Configuration(content: .init(mode: .repainting, audio: false))
+            try await TestEnvironment.with(configuration) { environment in
+                let file = environment.outputPath("repainted.mp4")
+                let result = try await environment.replay(["record", "-o", file, "--duration", "4", "--no-system-audio"],
+                                                             timeout: .seconds(60))
+                #expect(result.succeeded, "\(result)")
+                let times = try await MediaProbe.videoFrameTimes(file)
+                #expect((2...20).contains(times.count), "frames encoded for 4 s of identical repaints: \(times.count)")
+                let lastTime = try #require(times.last, "the file has video frames")
+                #expect(lastTime >= 3, "the movie lasts the 4 s: its last frame is at \(lastTime) s")
+                let last = try await FrameDecoder.frame(at: max(0, lastTime - 0.001), in: file)
+                #expect(barMismatches(in: last, tolerance: 40) == [], "the last frame shows the still bars")
+            }
+        }
     }
 }
 
