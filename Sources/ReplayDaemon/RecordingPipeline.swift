@@ -362,8 +362,10 @@ final class RecordingPipeline: @unchecked Sendable {
 /// follow, and the last change would wait in the encoder (lost to a crash) until more changes came.
 /// So once the screen has been still for `settle` (a quarter of a second) after a change, repeats go
 /// out until the encoder has given that change back. A repeat costs libx264 several milliseconds at
-/// 1080p, so a push starts at most once per `spacing` (a second): a cursor that blinks twice a second
-/// pays for one push a second. A change is on disk within about a second and a half.
+/// 1080p, so a push starts at most once per `spacing` (two thirds of a second): a cursor that blinks
+/// twice a second pays for three pushes in two seconds. At worst a change comes just after a push
+/// began and waits for the next: `spacing` plus the encoder's delay, 0.8 s at 30 fps, so it is on
+/// disk within the second that `kill -9` may cost.
 struct PushThrough {
     let settle: Int64
     let spacing: Int64
@@ -372,7 +374,7 @@ struct PushThrough {
 
     init(framesPerSecond fps: Int64) {
         settle = max(1, fps / 4)
-        spacing = fps
+        spacing = max(settle, fps * 2 / 3)
     }
 
     /// At tick `index`: whether to send a repeat, given the tick of the latest change and the latest
