@@ -9,7 +9,11 @@ def flashes(path):
     out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=pts_time",
                           "-of", "csv=p=0", path], capture_output=True, text=True, check=True).stdout.split()
     times = [float(x.strip(",")) for x in out]
-    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-vf", "scale=32:18,format=gray", "-f", "rawvideo", "-"],
+    # Passthrough: one picture per frame of the file. Without it ffmpeg fills the gaps of a variable
+    # frame rate with copies, the pictures no longer line up with the times, and each gap before a
+    # flash made it look a frame later (runs came out at +50 to +200 ms).
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-vf", "scale=32:18,format=gray", "-fps_mode", "passthrough",
+                          "-f", "rawvideo", "-"],
                          capture_output=True, check=True).stdout
     size = 32 * 18
     means = [sum(raw[i:i + size]) / size for i in range(0, len(raw), size)]

@@ -10,8 +10,10 @@ import Glibc
 
 /// Captures an X11 screen (or a region of it) into an I420 `VideoFrame`, doing only the work
 /// that what changed needs:
-/// - XDamage says which part of the screen changed; only that part is read (MIT-SHM) and converted
-///   (libyuv). A static screen costs one damage check and one cursor query per tick.
+/// - XDamage says which part of the screen was drawn; only that part is read (MIT-SHM). A part
+///   drawn with the same pixels as before changes nothing (no frame); of the rest, only the rows
+///   that changed are copied into the canvas and converted (libyuv). A static screen costs one
+///   damage check and one cursor query per tick.
 /// - The cursor (XFixes) is composited in, with the pixels beneath kept to undo it next frame.
 /// - Windows passed to `exclude(window:)` (replayd's own indicator) are left out: what lies beneath
 ///   them is recomposed from the other windows' Composite pixmaps.

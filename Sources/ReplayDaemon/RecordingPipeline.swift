@@ -143,6 +143,7 @@ final class RecordingPipeline: @unchecked Sendable {
         }
         let start = MonotonicClock.now()
         startTime.store(start, ordering: .releasing)
+        logger.debug("time zero of the recording: \(start / 1_000_000_000).\(String(format: "%09lld", start % 1_000_000_000)) s CLOCK_MONOTONIC")
         for (index, source) in sources.enumerated() {
             source.deliver(to: { [self] anchor, offset, samples, latency in
                 let position = Self.samples(from: start, to: anchor) + offset
