@@ -156,7 +156,10 @@ package final class ScreenCapture: @unchecked Sendable {
             cursorRect = nil
         }
         if !reads.isEmpty {
-            dirty = readScreen(reads, force: needsFullRead)
+            // Only reads of less than half the screen are compared: a client repainting that much
+            // every frame changes it at about our rate (see `readScreen`).
+            let readArea = reads.reduce(0) { $0 + $1.area }
+            dirty = readScreen(reads, force: needsFullRead || readArea * 2 >= canvasBounds.area)
             needsFullRead = false
         }
         if dirty.isEmpty && !cursorMoved {
@@ -199,7 +202,7 @@ package final class ScreenCapture: @unchecked Sendable {
 
     /// Reads `rects` (canvas coordinates, not overlapping) from the screen, recomposes what lies
     /// beneath the excluded windows in what was read, and brings the canvas up to date. Returns the
-    /// parts whose pixels changed (all of `rects` when `force`, or when they are the whole screen):
+    /// parts whose pixels changed (all of `rects` when `force` or when they are the whole screen):
     /// a client that repaints part of the screen with the same pixels (a spinner's background, a
     /// clock redrawn with the same time, a toolkit redrawing a widget) damages the screen but
     /// changes nothing, and such a frame is neither converted nor encoded.
