@@ -156,10 +156,7 @@ package final class ScreenCapture: @unchecked Sendable {
             cursorRect = nil
         }
         if !reads.isEmpty {
-            // Only reads of less than half the screen are compared: a client repainting that much
-            // every frame changes it at about our rate (see `readScreen`).
-            let readArea = reads.reduce(0) { $0 + $1.area }
-            dirty = readScreen(reads, force: needsFullRead || readArea * 2 >= canvasBounds.area)
+            dirty = readScreen(reads, force: needsFullRead)
             needsFullRead = false
         }
         if dirty.isEmpty && !cursorMoved {
@@ -176,6 +173,7 @@ package final class ScreenCapture: @unchecked Sendable {
 
     private var canvasBounds: PixelRect { PixelRect(x: 0, y: 0, width: source.width, height: source.height) }
     private var canvasPixels: UnsafeMutablePointer<UInt32> { canvas.address.assumingMemoryBound(to: UInt32.self) }
+    private var canvasPlane: PixelPlane { PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds) }
 
     /// Takes the accumulated damage from the server: its rectangles in root coordinates (they do
     /// not overlap), or their bounding box when there are so many that one read is cheaper.
@@ -202,22 +200,24 @@ package final class ScreenCapture: @unchecked Sendable {
 
     /// Reads `rects` (canvas coordinates, not overlapping) from the screen, recomposes what lies
     /// beneath the excluded windows in what was read, and brings the canvas up to date. Returns the
-    /// parts whose pixels changed (all of `rects` when `force` or when they are the whole screen):
-    /// a client that repaints part of the screen with the same pixels (a spinner's background, a
-    /// clock redrawn with the same time, a toolkit redrawing a widget) damages the screen but
-    /// changes nothing, and such a frame is neither converted nor encoded.
+    /// parts whose pixels changed: a client that repaints part of the screen with the same pixels
+    /// (a spinner's background, a clock redrawn with the same time, a toolkit redrawing a widget)
+    /// damages the screen but changes nothing, and such a frame is neither converted nor encoded.
+    /// All of `rects` count as changed when `force`, or when they cover half the screen or more: a
+    /// client repainting that much every frame (a video, a game) changes it at about our rate, and
+    /// a read that comes out the same is its frame clock beating against ours; a repeat keeps such
+    /// a recording at its constant rate.
     private func readScreen(_ rects: [PixelRect], force: Bool) -> [PixelRect] {
         let connection = x.connection
         let scratchPixels = scratch.address.assumingMemoryBound(to: UInt32.self)
+        let excluded = excludedRectangles()
         if rects == [canvasBounds], screenRect.contains(source) {
-            // The whole picture, straight into the canvas: no copy, and no comparison. A client that
-            // repaints the whole screen every frame (a video, a game) changes it at about our rate,
-            // and a read that comes out the same is then its frame clock beating against ours: a
-            // repeat keeps such a recording at its constant rate.
+            // The whole picture, straight into the canvas: no copy (and, being all of it, no comparison).
             if !canvas.read(x.root, source) { logger.debug("screen read failed") }
-            recomposeExcluded(in: PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds))
+            recompose(excluded, in: canvasPlane)
             return rects
         }
+        let compare = !force && rects.reduce(0) { $0 + $1.area } * 2 < canvasBounds.area
         var changed: [PixelRect] = []
         var pending: [(xcb_shm_get_image_cookie_t, PixelRect, Int)] = []
         var offset = 0
@@ -225,7 +225,7 @@ package final class ScreenCapture: @unchecked Sendable {
             let rootRect = rect.offsetBy(dx: source.x, dy: source.y)
             let visible = rootRect.intersection(screenRect)
             if visible != rootRect {
-                fill(rect, with: 0)
+                canvasPlane.fill(rect, with: 0)
                 changed.append(rect)
             }
             guard !visible.isEmpty, offset + visible.area * 4 <= scratch.byteCount else { continue }
@@ -241,11 +241,11 @@ package final class ScreenCapture: @unchecked Sendable {
             guard let reply else { continue }
             free(reply)
             let fresh = PixelPlane(pixels: scratchPixels + offset / 4, stride: local.width, origin: local)
-            recomposeExcluded(in: fresh)
-            let rows = force ? 0..<local.height : changedRows(of: fresh, against: canvasPixels)
+            recompose(excluded, in: fresh)
+            let rows = compare ? changedRows(of: fresh, against: canvasPixels) : 0..<local.height
             guard !rows.isEmpty else { continue }
             let band = PixelRect(x: local.x, y: local.y + rows.lowerBound, width: local.width, height: rows.count)
-            copy(from: fresh.pixels + rows.lowerBound * fresh.stride, stride: fresh.stride, into: band)
+            canvasPlane.copy(from: fresh.pixels + rows.lowerBound * fresh.stride, stride: fresh.stride, into: band)
             changed.append(band)
         }
         return changed
@@ -263,13 +263,6 @@ package final class ScreenCapture: @unchecked Sendable {
         return first..<(last + 1)
     }
 
-    private func copy(from pixels: UnsafePointer<UInt32>, stride: Int, into rect: PixelRect) {
-        PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds).copy(from: pixels, stride: stride, into: rect)
-    }
-
-    private func fill(_ rect: PixelRect, with value: UInt32) {
-        PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds).fill(rect, with: value)
-    }
 
     // MARK: Cursor
 
@@ -295,7 +288,7 @@ package final class ScreenCapture: @unchecked Sendable {
 
     private func restoreUnderCursor(_ rect: PixelRect) {
         saveUnder.withUnsafeBufferPointer { saved in
-            copy(from: saved.baseAddress!, stride: rect.width, into: rect)
+            canvasPlane.copy(from: saved.baseAddress!, stride: rect.width, into: rect)
         }
     }
 
@@ -387,9 +380,9 @@ package final class ScreenCapture: @unchecked Sendable {
         return found
     }
 
-    /// Repaints the parts of `plane` under the excluded windows from the windows beneath them.
-    private func recomposeExcluded(in plane: PixelPlane) {
-        for excluded in excludedRectangles() {
+    /// Repaints the parts of `plane` under `excluded` (root coordinates) from the windows beneath.
+    private func recompose(_ excluded: [PixelRect], in plane: PixelPlane) {
+        for excluded in excluded {
             let area = excluded.offsetBy(dx: -source.x, dy: -source.y).intersection(plane.origin)
             if !area.isEmpty { recomposeBeneath(area, in: plane) }
         }

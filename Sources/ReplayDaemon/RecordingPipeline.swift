@@ -207,6 +207,7 @@ final class RecordingPipeline: @unchecked Sendable {
         var tick = start
         var lastSent = Int64.min
         var push = PushThrough(framesPerSecond: fps)
+        var latestChange: Int64 = -1   // the capture's own copy of `lastChange` (it is the only writer)
         defer {
             endTime.store(tick, ordering: .releasing)
             frames.close()
@@ -232,10 +233,13 @@ final class RecordingPipeline: @unchecked Sendable {
                 record(ReplayError(.captureFailed, "\(error.message); the recording stopped and the file was finished"))
                 return
             }
-            if changed { lastChange.store(index, ordering: .relaxed) }
+            if changed {
+                latestChange = index
+                lastChange.store(index, ordering: .relaxed)
+            }
             // A picture when it changed; a repeat at least once a second (fragments keep coming), while
             // a change is pushed through the encoder (`PushThrough`), and at the end.
-            let pushing = push.repeatNow(at: index, lastChange: lastChange.load(ordering: .relaxed),
+            let pushing = push.repeatNow(at: index, lastChange: latestChange,
                                          encodedThrough: encodedThrough.load(ordering: .relaxed))
             if changed || pushing || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
                 if let frame = takeFreeFrame() {
