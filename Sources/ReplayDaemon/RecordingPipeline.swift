@@ -66,9 +66,12 @@ final class RecordingPipeline: @unchecked Sendable {
         audioTracks = tracks
         mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024,
                                  maximumWait: Self.audioWait, firstDataWait: Self.firstAudioWait))
-        // Up to a second of pictures may wait for the encoder (its first frames are slow: libx264 faults
-        // its buffers in), allocated only when it falls behind; past that, frames are dropped, counted.
-        let queueDepth = max(4, options.framesPerSecond)
+        // Up to half a second of pictures may wait for the encoder (its first frames are slow: libx264
+        // faults its buffers in), allocated only when it falls behind; past that, frames are dropped,
+        // counted. What a kill -9 loses is this queue, plus the ~5 frames libx264 holds, plus the open
+        // fragment (a quarter second): under a second. A one-second queue let a loaded machine lose
+        // 1.24 s; at 1080p30 on an idle machine even 6 frames dropped nothing.
+        let queueDepth = max(4, options.framesPerSecond / 2)
         frames = BoundedQueue(capacity: queueDepth)
         freeFrames = BoundedQueue(capacity: queueDepth + 1)
         frameLimit = queueDepth + 1
@@ -262,7 +265,7 @@ final class RecordingPipeline: @unchecked Sendable {
     }
 
     /// A picture to fill: a free one, a new one while fewer than `frameLimit` exist, else nil (the
-    /// encoder is a second behind: the frame is dropped). Never blocks the capture thread.
+    /// encoder is half a second behind: the frame is dropped). Never blocks the capture thread.
     private func takeFreeFrame() -> VideoFrame? {
         if let frame = freeFrames.tryPop() { return frame }
         guard framesAllocated < frameLimit else { return nil }

@@ -64,11 +64,6 @@ func waitUntilRecording(_ environment: TestEnvironment, timeout: Duration = .sec
     throw HarnessError("no running session within \(timeout); last status: \(last)")
 }
 
-/// The number of decoded video frames, as a duration at `fps`.
-func videoSeconds(_ info: MediaInfo, fps: Double = 30) -> Double {
-    Double(info.videoStreams.first?.readFrames ?? 0) / fps
-}
-
 extension ProcessResult {
     /// What a person would read: standard error, else standard output.
     var message: String { stderr.isEmpty ? stdout : stderr }
