@@ -4,6 +4,7 @@
 # video and the ratio. Slow on purpose (minutes): never part of `make test`.
 #   BENCH_SECONDS   seconds per measured recording (default 20)
 #   BENCH_LONG      seconds of the dropped-frames run (default 300; 0 skips it)
+#   BENCH_DRIFT     seconds of the A/V drift run (default 0: skipped; 3600 checks "no drift over an hour")
 #   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
 set -euo pipefail
 BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
@@ -104,6 +105,31 @@ if [ "$LONG" -gt 0 ]; then
   line=$("$BIN/replay-bench" record -o "$WORK/long.mp4" --duration "$LONG" --fps $FPS)
   dropped=$(sed -n 's/.*dropped=\([0-9]*\).*/\1/p' <<<"$line")
   echo "$(printf '%-28s' "${LONG} s full motion 1080p30") $line   (target: 0 dropped) $([ "$dropped" = 0 ] && echo OK || echo MISSED)"
+fi
+
+# No drift over an hour: the flash-and-beep content recorded for BENCH_DRIFT seconds on a small
+# screen of its own (the media clock is under test, not the encoder), its first and last minutes
+# measured like the A/V offset above. Both clocks are CLOCK_MONOTONIC, so the flash-to-frame
+# quantisation is the same in both windows and any difference is the pipeline's own drift.
+DRIFT=${BENCH_DRIFT:-0}
+if [ "$DRIFT" -gt 0 ]; then
+  M=$(free_display)
+  Xvfb ":$M" -screen 0 640x360x24 -nolisten tcp -noreset >"$WORK/xvfb-drift.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 50); do DISPLAY=":$M" xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
+  SCREEN=$DISPLAY; export DISPLAY=":$M"
+  content
+  echo "$(printf '%-28s' "A/V drift") recording ${DRIFT} s at 640x360 on $DISPLAY (started $(date +%H:%M))..."
+  line=$("$BIN/replay-bench" record -o "$WORK/drift.mp4" --duration "$DRIFT" --fps $FPS --system-audio)
+  export DISPLAY=$SCREEN
+  first=$(python3 "$HERE/avsync.py" "$WORK/drift.mp4" --fps $FPS --start 5 --length 60 --label "A/V offset, first minute")
+  last=$(python3 "$HERE/avsync.py" "$WORK/drift.mp4" --fps $FPS --start $((DRIFT - 65)) --length 60 --label "A/V offset, last minute")
+  echo "$first"; echo "$last"
+  awk -v a="$(sed -n 's/^[^+-]*\([+-][0-9.]*\) ms.*/\1/p' <<<"$first")" -v b="$(sed -n 's/^[^+-]*\([+-][0-9.]*\) ms.*/\1/p' <<<"$last")" \
+      -v s="$DRIFT" -v l="$line" 'BEGIN {
+    d = b - a; if (d < 0) d = -d
+    printf "%-28s %+.1f ms after %d s (first minute %+.1f, last %+.1f; target: no drift, |change| <= 5 ms) %s\n   %s\n",
+      "A/V drift", b - a, s, a, b, (d <= 5 ? "OK" : "MISSED"), l }'
 fi
 
 # The broadcast service: glass-to-glass latency, fan-out and ingest CPU, beside nginx-rtmp.
