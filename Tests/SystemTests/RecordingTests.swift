@@ -236,9 +236,9 @@ extension SystemTests {
                 // status first says "recording"), and how far the encoder is behind, for the messages.
                 let (_, status) = try await statusJSON(environment)
                 let asked = ContinuousClock.now
-                let statusElapsed = try #require(status.flatMap { jsonValue("elapsedSeconds", in: $0) as? Double },
-                                                 "`replay status --json` reports the elapsed time")
-                let encoded = status.map { "status just before the kill: \(statusElapsed) s elapsed, \(jsonValue("framesWritten", in: $0) ?? "?") frames encoded, \(jsonValue("framesDropped", in: $0) ?? "?") dropped" } ?? "no status"
+                let json = try #require(status, "`replay status --json` answers while recording")
+                let statusElapsed = try #require(jsonValue("elapsedSeconds", in: json) as? Double, "the status has the elapsed time")
+                let encoded = "status just before the kill: \(statusElapsed) s elapsed, \(jsonValue("framesWritten", in: json) ?? "?") frames encoded, \(jsonValue("framesDropped", in: json) ?? "?") dropped"
                 try await Task.sleep(for: .seconds(0.2))
                 let pid = try #require(environment.replaydPID(), "replayd's pid (pid file or process table)")
                 kill(pid, SIGKILL)
