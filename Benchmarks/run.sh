@@ -120,16 +120,24 @@ if [ "$DRIFT" -gt 0 ]; then
   SCREEN=$DISPLAY; export DISPLAY=":$M"
   content
   echo "$(printf '%-28s' "A/V drift") recording ${DRIFT} s at 640x360 on $DISPLAY (started $(date +%H:%M))..."
-  line=$("$BIN/replay-bench" record -o "$WORK/drift.mp4" --duration "$DRIFT" --fps $FPS --system-audio)
+  # An hour is too long to lose silently: a failing step is reported and the recording kept.
+  failed=0
+  line=$("$BIN/replay-bench" record -o "$WORK/drift.mp4" --duration "$DRIFT" --fps $FPS --system-audio) || failed=$?
   export DISPLAY=$SCREEN
-  first=$(python3 "$HERE/avsync.py" "$WORK/drift.mp4" --fps $FPS --start 5 --length 60 --label "A/V offset, first minute")
-  last=$(python3 "$HERE/avsync.py" "$WORK/drift.mp4" --fps $FPS --start $((DRIFT - 65)) --length 60 --label "A/V offset, last minute")
+  first=$(python3 "$HERE/avsync.py" "$WORK/drift.mp4" --fps $FPS --start 5 --length 60 --label "A/V offset, first minute") || failed=$?
+  last=$(python3 "$HERE/avsync.py" "$WORK/drift.mp4" --fps $FPS --start $((DRIFT - 65)) --length 60 --label "A/V offset, last minute") || failed=$?
   echo "$first"; echo "$last"
-  awk -v a="$(sed -n 's/^[^+-]*\([+-][0-9.]*\) ms.*/\1/p' <<<"$first")" -v b="$(sed -n 's/^[^+-]*\([+-][0-9.]*\) ms.*/\1/p' <<<"$last")" \
-      -v s="$DRIFT" -v l="$line" 'BEGIN {
-    d = b - a; if (d < 0) d = -d
-    printf "%-28s %+.1f ms after %d s (first minute %+.1f, last %+.1f; target: no drift, |change| <= 5 ms) %s\n   %s\n",
-      "A/V drift", b - a, s, a, b, (d <= 5 ? "OK" : "MISSED"), l }'
+  if [ "$failed" != 0 ]; then
+    kept=/tmp/ork-drift-$(date +%Y%m%d-%H%M%S).mp4
+    cp "$WORK/drift.mp4" "$kept" 2>/dev/null || kept="(no file)"
+    echo "$(printf '%-28s' "A/V drift") a step failed (status $failed; recording: ${line:-no report}); the recording is kept at $kept MISSED"
+  else
+    awk -v a="$(sed -n 's/^[^+-]*\([+-][0-9.]*\) ms.*/\1/p' <<<"$first")" -v b="$(sed -n 's/^[^+-]*\([+-][0-9.]*\) ms.*/\1/p' <<<"$last")" \
+        -v s="$DRIFT" -v l="$line" 'BEGIN {
+      d = b - a; if (d < 0) d = -d
+      printf "%-28s %+.1f ms after %d s (first minute %+.1f, last %+.1f; target: no drift, |change| <= 5 ms) %s\n   %s\n",
+        "A/V drift", b - a, s, a, b, (d <= 5 ? "OK" : "MISSED"), l }'
+  fi
 fi
 
 # The broadcast service: glass-to-glass latency, fan-out and ingest CPU, beside nginx-rtmp.
