@@ -55,30 +55,31 @@ package struct AudioMixer: Sendable {
             position += Int64(skip)
         }
         guard !input.isEmpty else { return }
-        var source = sources[index]
-        if let end = source.end {
+        // The source is changed where it lies (`sources[index].…`), never through a copy: a copy
+        // shares the samples' storage, so each append and each cut would allocate and copy all the
+        // samples waiting, a hundred times a second.
+        if let end = sources[index].end {
             if position > end {
                 let gap = Int(position - end)
-                source.samples.append(contentsOf: repeatElement(0, count: gap * Self.channels))
+                sources[index].samples.append(contentsOf: repeatElement(0, count: gap * Self.channels))
                 count(silence: gap, source: index)
             } else if position < end {
                 let overlap = min(Int(end - position), input.count / Self.channels)
                 input.removeFirst(overlap * Self.channels)
                 count(discarded: overlap, source: index)
             }
-            source.samples.append(contentsOf: input)
+            sources[index].samples.append(contentsOf: input)
         } else {
             if position > cursor {
                 // The first samples arrive after the start: what came before is silence.
-                source.start = cursor
-                source.samples = Array(repeating: 0, count: Int(position - cursor) * Self.channels)
-                source.samples.append(contentsOf: input)
+                sources[index].start = cursor
+                sources[index].samples = Array(repeating: 0, count: Int(position - cursor) * Self.channels)
+                sources[index].samples.append(contentsOf: input)
             } else {
-                source.start = position
-                source.samples = input
+                sources[index].start = position
+                sources[index].samples = input
             }
         }
-        sources[index] = source
     }
 
     /// The next block, one array of `blockSize` interleaved stereo samples per source, if every
@@ -92,16 +93,14 @@ package struct AudioMixer: Sendable {
         blocks.reserveCapacity(sources.count)
         for index in sources.indices {
             var block = [Float](repeating: 0, count: blockSize * Self.channels)
-            var source = sources[index]
             // Invariant: a source that has started begins exactly at the cursor.
-            let have = source.start == nil ? 0 : min(blockSize, source.samples.count / Self.channels)
+            let have = sources[index].start == nil ? 0 : min(blockSize, sources[index].samples.count / Self.channels)
             if have > 0 {
-                block.replaceSubrange(0..<(have * Self.channels), with: source.samples[0..<(have * Self.channels)])
-                source.samples.removeFirst(have * Self.channels)
+                block.replaceSubrange(0..<(have * Self.channels), with: sources[index].samples[0..<(have * Self.channels)])
+                sources[index].samples.removeFirst(have * Self.channels)
             }
-            if source.start != nil { source.start = blockEnd }
+            if sources[index].start != nil { sources[index].start = blockEnd }
             if have < blockSize { count(silence: blockSize - have, source: index) }
-            sources[index] = source
             blocks.append(block)
         }
         let position = cursor
