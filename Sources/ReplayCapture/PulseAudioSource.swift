@@ -1,5 +1,5 @@
 import CPulse
-import ReplayMedia
+package import ReplayMedia
 package import Logging
 import Synchronization
 import Foundation
@@ -29,7 +29,7 @@ package final class PulseAudioSource: @unchecked Sendable {
     /// Receives chunks: the clock time (ns) of the anchor, the index of the chunk's first sample
     /// counted from that anchor, the interleaved stereo samples, and how long ago (ns) the server
     /// captured the end of this chunk (some sources deliver in bursts: the mixer waits that long).
-    package typealias Sink = @Sendable (_ anchor: Int64, _ offset: Int64, _ samples: UnsafeBufferPointer<Float>, _ latency: Int64) -> Void
+    package typealias Sink = AudioSink
 
     package static let sampleRate = 48_000
     package let device: Device
@@ -90,10 +90,10 @@ package final class PulseAudioSource: @unchecked Sendable {
 
     /// From now on (held chunks first), every chunk goes to `sink`, until `stop()`.
     package func deliver(to sink: @escaping Sink) {
-        self.sink.withLock { $0 = sink }
+        self.sink.set(sink)
     }
 
-    private let sink = Mutex<Sink?>(nil)
+    private let sink = AudioSinkSlot()
 
     /// Asks the thread to stop after the chunk it is reading (≤ 10 ms) and waits for it.
     package func stop() {
@@ -123,7 +123,7 @@ package final class PulseAudioSource: @unchecked Sendable {
             if let shift = clock.chunkArrived(frames: Int64(frames), readStarted: before, readEnded: after) {
                 logger.notice("audio \(device) drifted \(shift / 1_000_000) ms from the clock; re-anchored")
             }
-            guard let clockAnchor = clock.anchor, let sink = self.sink.withLock({ $0 }) else {
+            guard let clockAnchor = clock.anchor, let sink = self.sink.current else {
                 held.append(buffer)
                 continue
             }
