@@ -29,7 +29,6 @@ package final class PulseAudioSource: @unchecked Sendable {
     /// Receives chunks: the clock time (ns) of the anchor, the index of the chunk's first sample
     /// counted from that anchor, the interleaved stereo samples, and how long ago (ns) the server
     /// captured the end of this chunk (some sources deliver in bursts: the mixer waits that long).
-    package typealias Sink = AudioSink
 
     package static let sampleRate = 48_000
     package let device: Device
@@ -88,12 +87,12 @@ package final class PulseAudioSource: @unchecked Sendable {
         thread.start()
     }
 
-    /// From now on (held chunks first), every chunk goes to `sink`, until `stop()`.
-    package func deliver(to sink: @escaping Sink) {
-        self.sink.set(sink)
+    /// From now on (held chunks first), every chunk goes to `sink`, until `stop()`. Called once.
+    package func deliver(to sink: @escaping AudioSink) {
+        sinkSlot.set(sink)
     }
 
-    private let sink = AudioSinkSlot()
+    private let sinkSlot = AudioSinkSlot()
 
     /// Asks the thread to stop after the chunk it is reading (≤ 10 ms) and waits for it.
     package func stop() {
@@ -109,6 +108,7 @@ package final class PulseAudioSource: @unchecked Sendable {
         var held: [[Float]] = []   // chunks read before the live edge was found
         var delivered: Int64 = 0
         var ahead: Int64?
+        var sink: AudioSink?   // fetched from `sinkSlot` until installed, then kept: it never changes
         while !stopping.load(ordering: .relaxed) {
             var error: Int32 = 0
             let before = MonotonicClock.now()
@@ -123,7 +123,8 @@ package final class PulseAudioSource: @unchecked Sendable {
             if let shift = clock.chunkArrived(frames: Int64(frames), readStarted: before, readEnded: after) {
                 logger.notice("audio \(device) drifted \(shift / 1_000_000) ms from the clock; re-anchored")
             }
-            guard let clockAnchor = clock.anchor, let sink = self.sink.current else {
+            if sink == nil { sink = sinkSlot.current }
+            guard let clockAnchor = clock.anchor, let sink else {
                 held.append(buffer)
                 continue
             }
