@@ -19,6 +19,7 @@ public final class MovieWriter: @unchecked Sendable {
     private let context: UnsafeMutablePointer<AVFormatContext>
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
+    private var decodeTimes: [Int32: Int64] = [:]   // the last decode time written to each video track
     private var started = false
     private var finished = false
     private var failure: MediaError?
@@ -60,15 +61,20 @@ public final class MovieWriter: @unchecked Sendable {
     }
 
     /// Adds a track carrying what `encoder` produces. Before `start()`.
-    package func addTrack(for encoder: VideoEncoder) -> TrackID { addTrack(codec: encoder.context) }
-    package func addTrack(for encoder: AudioEncoder) -> TrackID { addTrack(codec: encoder.context) }
+    /// A video track counts time in half frame ticks at least: a B-frame's decode time falls between
+    /// two ticks at the start (see `write`).
+    package func addTrack(for encoder: VideoEncoder) -> TrackID {
+        let tick = encoder.context.pointee.time_base
+        return addTrack(codec: encoder.context, timeBase: AVRational(num: tick.num, den: tick.den * 2))
+    }
+    package func addTrack(for encoder: AudioEncoder) -> TrackID { addTrack(codec: encoder.context, timeBase: encoder.context.pointee.time_base) }
 
-    private func addTrack(codec: UnsafeMutablePointer<AVCodecContext>) -> TrackID {
+    private func addTrack(codec: UnsafeMutablePointer<AVCodecContext>, timeBase: AVRational) -> TrackID {
         lock.withLock { _ in
             precondition(!started, "tracks are added before the movie starts")
             guard let stream = avformat_new_stream(context, nil) else { fatalError("out of memory adding a track") }
             avcodec_parameters_from_context(stream.pointee.codecpar, codec)
-            stream.pointee.time_base = codec.pointee.time_base
+            stream.pointee.time_base = timeBase
             timeBases.append(codec.pointee.time_base)
             return TrackID(index: stream.pointee.index)
         }
@@ -100,12 +106,26 @@ public final class MovieWriter: @unchecked Sendable {
     }
 
     /// Writes one encoded packet whose times are in `timeBase` units (the encoder's).
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
+    ///
+    /// With `reordered` (video with B-frames), decode times start at zero and rise at least one
+    /// unit of the track's time base per packet. libx264 dates its first packet's decoding back by
+    /// the gap to the next picture, and its B-frame comes out after the P-frame that follows it:
+    /// frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot start before zero, and
+    /// without edit lists only moving presentation times (the video against the sound) would make
+    /// room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
+    /// every presentation time stays where the clock put it.
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0,
+               reordered: Bool = false) throws(MediaError) {
         // A packet with its duration set spares the muxer a guess at each fragment's end.
         if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
         try mux {
             packet.pointee.stream_index = track.index
             av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
+            if reordered {
+                let earliest = decodeTimes[track.index].map { $0 + 1 } ?? 0
+                packet.pointee.dts = max(packet.pointee.dts, earliest)
+                decodeTimes[track.index] = packet.pointee.dts
+            }
             return packet
         }
     }
@@ -163,7 +183,7 @@ public final class MovieWriter: @unchecked Sendable {
         var latest: Int64?
         try encoder.encode(frame, pts: pts, forceKeyframe: forceKeyframe) { packet throws(MediaError) in
             latest = max(latest ?? .min, packet.pointee.pts)
-            try write(packet, to: track, timeBase: timeBase, defaultDuration: 1)
+            try write(packet, to: track, timeBase: timeBase, defaultDuration: 1, reordered: true)
         }
         return latest
     }

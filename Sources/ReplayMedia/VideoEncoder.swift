@@ -38,6 +38,9 @@ package final class VideoEncoder: @unchecked Sendable {
     private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>?
     private var uploadFrame: UnsafeMutablePointer<AVFrame>?  // NV12 staging (VA-API)
     private var hardwareFrame: UnsafeMutablePointer<AVFrame>?
+    /// Pictures between two keyframes; libx264's are forced here (see `encode`).
+    private let keyframeInterval: Int
+    private var picturesSinceKeyframe: Int
 
     /// The first working VA-API render node, or nil (logged) when there is none.
     package static func vaapiRenderNode(logger: Logger) -> String? {
@@ -77,8 +80,12 @@ package final class VideoEncoder: @unchecked Sendable {
         // of an unchanged screen are skipped, so indices have gaps), and every duration is exact.
         context.pointee.time_base = AVRational(num: 1, den: Int32(settings.framesPerSecond))
         context.pointee.framerate = AVRational(num: Int32(settings.framesPerSecond), den: 1)
-        context.pointee.gop_size = Int32(max(1.0, Double(settings.framesPerSecond) * settings.keyframeIntervalSeconds))
-        context.pointee.max_b_frames = 0
+        keyframeInterval = Int(max(1.0, Double(settings.framesPerSecond) * settings.keyframeIntervalSeconds))
+        picturesSinceKeyframe = keyframeInterval   // the first picture is a keyframe
+        // libx264 would place its keyframe where `encode` forces a P-frame, and warn that it changed
+        // the type; so `encode` forces every keyframe, and libx264's own limit lies one beyond.
+        context.pointee.gop_size = Int32(keyframeInterval + (settings.backend == .x264 ? 1 : 0))
+        context.pointee.max_b_frames = settings.backend == .x264 ? 1 : 0
         context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         context.pointee.colorspace = AVCOL_SPC_BT470BG
         context.pointee.color_range = AVCOL_RANGE_MPEG
@@ -100,8 +107,10 @@ package final class VideoEncoder: @unchecked Sendable {
             // A short look-ahead keeps the macroblock tree (without it, full-motion files doubled and
             // cost more CPU to write) while x264 holds few frames: on a still screen the pipeline
             // pushes a change through with repeats, which cost x264 several milliseconds each. Three
-            // frames made files no bigger than veryfast's ten (docs/ARCHITECTURE.md, "Encoders").
-            av_dict_set(&options, "x264-params", "rc-lookahead=3:sync-lookahead=0", 0)
+            // frames made files no bigger than veryfast's ten. One B-frame without the adaptive
+            // decision, and only where most of the screen changed (`encode`): full-motion files
+            // half the size for less CPU, a desktop's cost unchanged (docs/ARCHITECTURE.md, "Encoders").
+            av_dict_set(&options, "x264-params", "rc-lookahead=3:sync-lookahead=0:b-adapt=0", 0)
         }
         let status = avcodec_open2(context, codec, &options)
         guard status >= 0 else {
@@ -152,6 +161,13 @@ package final class VideoEncoder: @unchecked Sendable {
         av_buffer_unref(&hardwareDevice)
     }
 
+    /// A picture may become a B-frame only when at least this share of it changed. A B-frame pays
+    /// where the whole picture moves (a video, a game); on a desktop most pictures change a little,
+    /// and as B-frames they cost libx264 20-40% more for nothing, so those are forced to be P. The
+    /// capture's share counts whole boxes it read (a terminal and a clock far apart make one box
+    /// over half the screen), hence three quarters.
+    static let bidirectionalShare = 0.75
+
     /// Encodes one picture stamped `pts` (its frame tick), or flushes when `frame` is nil, and hands
     /// every packet that comes out to `deliver` (packet times in frame ticks).
     func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false,
@@ -160,7 +176,7 @@ package final class VideoEncoder: @unchecked Sendable {
         if let frame {
             let input = try prepareInput(frame)
             input.pointee.pts = pts
-            input.pointee.pict_type = forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+            input.pointee.pict_type = pictureType(for: frame, forceKeyframe: forceKeyframe)
             status = avcodec_send_frame(context, input)
         } else {
             status = avcodec_send_frame(context, nil)
@@ -177,6 +193,16 @@ package final class VideoEncoder: @unchecked Sendable {
             defer { av_packet_unref(packet) }
             try deliver(packet)
         }
+    }
+
+    private func pictureType(for frame: VideoFrame, forceKeyframe: Bool) -> AVPictureType {
+        guard settings.backend == .x264 else { return forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE }
+        if forceKeyframe || picturesSinceKeyframe >= keyframeInterval {
+            picturesSinceKeyframe = 1
+            return AV_PICTURE_TYPE_I
+        }
+        picturesSinceKeyframe += 1
+        return frame.changedFraction < Self.bidirectionalShare ? AV_PICTURE_TYPE_P : AV_PICTURE_TYPE_NONE
     }
 
     private func prepareInput(_ frame: VideoFrame) throws(MediaError) -> UnsafeMutablePointer<AVFrame> {

@@ -12,6 +12,9 @@ package final class VideoFrame: @unchecked Sendable {
     package var timestamp: Int64 = 0
     /// The frame tick it was captured at (its presentation time in 1/fps units).
     package var tick: Int64 = 0
+    /// How much of the picture changed since the frame before it (0...1; 0 for a repeat). The
+    /// encoder lets only pictures that changed most of the screen become B-frames.
+    package var changedFraction = 0.0
 
     package init(width: Int, height: Int) {
         guard let frame = av_frame_alloc() else { fatalError("out of memory allocating a video frame") }
@@ -60,5 +63,6 @@ package final class VideoFrame: @unchecked Sendable {
         av_frame_copy(frame, other.frame)
         timestamp = other.timestamp
         tick = other.tick
+        changedFraction = other.changedFraction
     }
 }

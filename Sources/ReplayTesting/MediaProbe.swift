@@ -112,6 +112,33 @@ public enum MediaProbe {
         }
     }
 
+    /// Every decoded video frame in presentation order: its time as stored (seconds, not moved
+    /// to the file's start) and its picture type ("I", "P" or "B").
+    public static func videoPictures(_ file: String) async throws -> [(time: Double, type: String)] {
+        try await csv(file, ["-select_streams", "v:0", "-show_entries", "frame=pts_time,pict_type"]).map { fields in
+            guard fields.count >= 2, let time = Double(fields[0]) else { throw HarnessError("ffprobe gave a frame without a time: \(fields)") }
+            return (time, fields[1])
+        }
+    }
+
+    /// Every video packet in decoding order: its presentation and decoding time (seconds, as stored).
+    public static func videoPackets(_ file: String) async throws -> [(presentation: Double, decoding: Double)] {
+        try await csv(file, ["-select_streams", "v:0", "-show_entries", "packet=pts_time,dts_time"]).map { fields in
+            guard fields.count >= 2, let pts = Double(fields[0]), let dts = Double(fields[1]) else {
+                throw HarnessError("ffprobe gave a packet without times: \(fields)")
+            }
+            return (pts, dts)
+        }
+    }
+
+    private static func csv(_ file: String, _ arguments: [String]) async throws -> [[String]] {
+        let result = try await ProcessRunner.run("ffprobe", arguments: ["-v", "error"] + arguments + ["-of", "csv=p=0", file],
+                                                 timeout: .seconds(120))
+        guard result.succeeded else { throw HarnessError("ffprobe cannot read \(file): \(result.stderr)") }
+        return result.stdout.split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+            .filter { !$0.allSatisfy(\.isEmpty) }
+    }
+
     /// The presentation times (seconds, from the file's start) of every video frame, decoded.
     public static func videoFrameTimes(_ file: String) async throws -> [Double] {
         let result = try await ProcessRunner.run("ffprobe", arguments: [

@@ -83,6 +83,47 @@ import ReplayTesting
         #expect(!tone.isPresent(frequency: 3000))
     }
 
+    /// libx264 may make a B-frame only of a picture that changed most of the screen; every picture
+    /// keeps the time it was stamped with (the first at zero, gaps and all), decoding never comes
+    /// after presentation, and a keyframe comes every 60 pictures (2 s at 30 fps).
+    @Test func bFramesOnlyWhereMostOfThePictureChanged() async throws {
+        let path = temporaryPath("bframes.mp4")
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let (width, height, fps) = (320, 240, 30)
+        let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
+        let writer = try MovieWriter(path: path, logger: logger)
+        let track = writer.addTrack(for: video)
+        try writer.start()
+
+        // 40 pictures of full motion, one every tick, then 40 small changes every third tick.
+        let ticks = (0..<40).map { Int64($0) } + (0..<40).map { Int64(40 + 3 * $0) }
+        let frame = VideoFrame(width: width, height: height)
+        var pixels = picture(width: width, height: height)
+        for (number, tick) in ticks.enumerated() {
+            let column = (number * 7) % width   // a white stripe that moves
+            for y in 0..<height { for x in column..<min(width, column + 6) { pixels[(y * width + x) * 4 ..< (y * width + x) * 4 + 3] = [255, 255, 255] } }
+            pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            frame.changedFraction = number < 40 ? 1 : 0.05
+            try writer.encode(frame, pts: tick, with: video, to: track)
+        }
+        try writer.encode(nil as VideoFrame?, pts: 0, with: video, to: track)
+        try writer.finish()
+
+        let pictures = try await MediaProbe.videoPictures(path)
+        #expect(pictures.map { Int64(($0.time * Double(fps)).rounded()) } == ticks)
+        let types = pictures.map(\.type)
+        #expect(types[0] == "I" && types[60] == "I", "keyframes at pictures 0 and 60: \(types.joined())")
+        #expect(types.filter { $0 == "I" }.count == 2, "\(types.joined())")
+        #expect(types[..<40].filter { $0 == "B" }.count >= 15, "full motion: \(types[..<40].joined())")
+        #expect(!types[40...].contains("B"), "small changes: \(types[40...].joined())")
+
+        let packets = try await MediaProbe.videoPackets(path)
+        #expect(packets.count == ticks.count)
+        #expect(packets.first?.decoding == 0)
+        for (earlier, later) in zip(packets, packets.dropFirst()) { #expect(later.decoding > earlier.decoding) }
+        #expect(packets.allSatisfy { $0.decoding <= $0.presentation })
+    }
+
     @Test func refusesAnExistingFile() throws {
         let path = temporaryPath("exists.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
