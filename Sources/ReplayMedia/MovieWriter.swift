@@ -19,7 +19,7 @@ public final class MovieWriter: @unchecked Sendable {
     private let context: UnsafeMutablePointer<AVFormatContext>
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
-    private var decodeTimes: [Int32: Int64] = [:]   // the last decode time written to each video track
+    private var decodeTimes: [Int32: Int64] = [:]   // the last decode time written to each track
     private var started = false
     private var finished = false
     private var failure: MediaError?
@@ -107,25 +107,22 @@ public final class MovieWriter: @unchecked Sendable {
 
     /// Writes one encoded packet whose times are in `timeBase` units (the encoder's).
     ///
-    /// With `reordered` (video with B-frames), decode times start at zero and rise at least one
-    /// unit of the track's time base per packet. libx264 dates its first packet's decoding back by
+    /// A track's decode times start at zero and rise at least one unit of its time base per packet
+    /// (a no-op for sound, whose packets decode when they play). With B-frames libx264 dates its first packet's decoding back by
     /// the gap to the next picture, and its B-frame comes out after the P-frame that follows it:
     /// frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot start before zero, and
     /// without edit lists only moving presentation times (the video against the sound) would make
     /// room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
     /// every presentation time stays where the clock put it.
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0,
-               reordered: Bool = false) throws(MediaError) {
+    func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
         // A packet with its duration set spares the muxer a guess at each fragment's end.
         if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
         try mux {
             packet.pointee.stream_index = track.index
             av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
-            if reordered {
-                let earliest = decodeTimes[track.index].map { $0 + 1 } ?? 0
-                packet.pointee.dts = max(packet.pointee.dts, earliest)
-                decodeTimes[track.index] = packet.pointee.dts
-            }
+            let earliest = decodeTimes[track.index].map { $0 + 1 } ?? 0
+            packet.pointee.dts = max(packet.pointee.dts, earliest)
+            decodeTimes[track.index] = packet.pointee.dts
             return packet
         }
     }
@@ -183,7 +180,7 @@ public final class MovieWriter: @unchecked Sendable {
         var latest: Int64?
         try encoder.encode(frame, pts: pts, forceKeyframe: forceKeyframe) { packet throws(MediaError) in
             latest = max(latest ?? .min, packet.pointee.pts)
-            try write(packet, to: track, timeBase: timeBase, defaultDuration: 1, reordered: true)
+            try write(packet, to: track, timeBase: timeBase, defaultDuration: 1)
         }
         return latest
     }

@@ -15,7 +15,8 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     public var preset: String
     /// Constant rate factor (x264) or QP (VA-API): lower is sharper and larger.
     public var crf: Int
-    /// A keyframe at least this often, in seconds.
+    /// Seconds' worth of pictures between keyframes (this × `framesPerSecond` pictures; longer in
+    /// time where the screen was still, as a picture comes only when it changed).
     public var keyframeIntervalSeconds: Double = 2
     public var backend: Backend = .x264
 
