@@ -113,7 +113,9 @@ public final class MovieWriter: @unchecked Sendable {
     /// frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot start before zero, and
     /// without edit lists only moving presentation times (the video against the sound) would make
     /// room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
-    /// every presentation time stays where the clock put it.
+    /// every presentation time stays where the clock put it. A raised packet is shortened by as much
+    /// (1 unit, then a tick less 1 unit), so that a fragment ending after it does not overlap the
+    /// next packet: libavformat would move that one and drop its presentation time.
     func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
         // A packet with its duration set spares the muxer a guess at each fragment's end.
         if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
@@ -121,7 +123,12 @@ public final class MovieWriter: @unchecked Sendable {
             packet.pointee.stream_index = track.index
             av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
             let earliest = decodeTimes[track.index].map { $0 + 1 } ?? 0
-            packet.pointee.dts = max(packet.pointee.dts, earliest)
+            if packet.pointee.dts < earliest {
+                // Raised: the next packet may decode as soon as a tick after the encoder's time, so
+                // this one must end by then (a fragment that ends here must not overlap the next).
+                packet.pointee.duration = max(1, packet.pointee.duration - (earliest - packet.pointee.dts))
+                packet.pointee.dts = earliest
+            }
             decodeTimes[track.index] = packet.pointee.dts
             return packet
         }
@@ -140,6 +147,12 @@ public final class MovieWriter: @unchecked Sendable {
             if let failure { throw failure }
             guard started, !finished else { return }
             let packet = prepare()
+            // Whichever fragment this packet may start (the muxer cuts one by length or at a
+            // keyframe before writing it) begins at the packet's own decode time. Otherwise libavformat
+            // starts a fragment where the last packet of the one before ended (its time plus its
+            // duration, one tick): on a screen that was still, the first picture after the pause
+            // would show that much too early.
+            if packet != nil { av_opt_set(context.pointee.priv_data, "movflags", "+frag_discont", 0) }
             let status = av_write_frame(context, packet)
             let ioError = context.pointee.pb.pointee.error
             if status < 0 || ioError < 0 {

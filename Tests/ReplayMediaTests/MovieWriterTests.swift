@@ -105,6 +105,7 @@ import ReplayTesting
             pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
             frame.changedFraction = number < 40 ? 1 : 0.05
             try writer.encode(frame, pts: tick, with: video, to: track)
+            try writer.flushFragment()   // as on a still screen: a fragment may end after any packet
         }
         try writer.encode(nil as VideoFrame?, pts: 0, with: video, to: track)
         try writer.finish()
