@@ -291,6 +291,53 @@ extension SystemTests {
             }
         }
 
+        @Test("after a still spell, a change shows when it was made: black, then red, blue and white, each first seen within a tick of when it was set",
+              .timeLimit(.minutes(2)))
+        func changesKeepTheirTimes() async throws {
+            // The root window's colour, set with xsetroot between two readings of the recording's
+            // clock. Each change comes after a second or more of still screen; the movie once began
+            // a fragment where the last one ended, and then showed such a change up to the pause's
+            // length early (100-170 ms here, when the change happened to open a fragment).
+            try await TestEnvironment.with(.init(content: nil)) { environment in
+                let xsetroot = try ProcessRunner.resolve("xsetroot", environment: environment.environment)
+                func paint(_ colour: String) async throws -> ClosedRange<Double> {
+                    let before = try await recordingElapsed(environment)
+                    let result = try await ProcessRunner.run(xsetroot, arguments: ["-solid", colour], environment: environment.environment,
+                                                             timeout: .seconds(10))
+                    #expect(result.succeeded, "xsetroot -solid \(colour): \(result)")
+                    return before...(try await recordingElapsed(environment))
+                }
+                _ = try await ProcessRunner.run(xsetroot, arguments: ["-solid", "black"], environment: environment.environment, timeout: .seconds(10))
+                let file = environment.outputPath("changes.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file, "--duration", "6", "--no-system-audio"])
+                _ = try await waitUntilRecording(environment, background: recorder)
+                try await Task.sleep(for: .seconds(1.2))
+                let red = try await paint("red")
+                try await Task.sleep(for: .seconds(1.3))
+                let blue = try await paint("blue")
+                try await Task.sleep(for: .seconds(1.4))
+                let white = try await paint("white")
+                let result = try await recorder.waitForExit(timeout: .seconds(30))
+                #expect(result.succeeded, "\(result)")
+
+                let times = try await MediaProbe.videoFrameTimes(file)
+                // A spot away from the pointer (mid-screen) and the indicator (top right).
+                let spots = try await FrameDecoder.allFrames(in: file, crop: PixelRect(x: 316, y: 536, width: 8, height: 8))
+                try #require(spots.count == times.count, "\(spots.count) decoded frames, \(times.count) frame times")
+                let colours = spots.map { spot -> Character in
+                    let c = spot.pixel(x: 4, y: 4)
+                    return c.isReddish ? "R" : (c.b > 200 && c.r < 60 && c.g < 60) ? "B" : c.luma > 215 ? "W" : c.luma < 40 ? "k" : "?"
+                }
+                let timeline = zip(times, colours).map { String(format: "%.3f", $0) + String($1) }.joined(separator: " ")
+                let tick = 1.0 / 30
+                for (colour, set) in [("R", red), ("B", blue), ("W", white)] {
+                    let first = try #require(colours.firstIndex(of: Character(colour)), "a frame shows \(colour): \(timeline)")
+                    #expect(times[first] >= set.lowerBound - tick && times[first] <= set.upperBound + 0.25,
+                            "\(colour) was set between \(set.lowerBound) and \(set.upperBound) s and first shows at \(times[first]) s: \(timeline)")
+                }
+            }
+        }
+
         @Test("a client repainting the same pixels every frame damages the screen but adds no frames to encode",
               .timeLimit(.minutes(2)))
         func repaintsWithoutChange() async throws {

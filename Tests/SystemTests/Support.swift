@@ -47,6 +47,12 @@ func statusJSON(_ environment: TestEnvironment) async throws -> (result: Process
     return (result, json)
 }
 
+/// The running recording's own clock (`replay status --json`'s elapsed time), in seconds.
+func recordingElapsed(_ environment: TestEnvironment) async throws -> Double {
+    let (result, json) = try await statusJSON(environment)
+    return try #require(json.flatMap { jsonValue("elapsedSeconds", in: $0) as? Double }, "the status has the elapsed time: \(result)")
+}
+
 /// Polls `replay status --json` until it reports a running session; returns the JSON.
 func waitUntilRecording(_ environment: TestEnvironment, timeout: Duration = .seconds(15),
                         background: BackgroundProcess? = nil) async throws -> Any {
