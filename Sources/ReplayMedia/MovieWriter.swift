@@ -108,9 +108,9 @@ public final class MovieWriter: @unchecked Sendable {
     /// Writes one encoded packet whose times are in `timeBase` units (the encoder's).
     ///
     /// A track's decode times start at zero and rise at least one unit of its time base per packet
-    /// (a no-op for sound, whose packets decode when they play). With B-frames libx264 dates its first packet's decoding back by
-    /// the gap to the next picture, and its B-frame comes out after the P-frame that follows it:
-    /// frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot start before zero, and
+    /// (a no-op for sound, whose packets decode when they play). With B-frames libx264 dates its
+    /// first packet's decoding back by the gap to the next picture, and its B-frame comes out after
+    /// the P-frame that follows it: frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot start before zero, and
     /// without edit lists only moving presentation times (the video against the sound) would make
     /// room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
     /// every presentation time stays where the clock put it. A raised packet is shortened by as much
@@ -148,10 +148,10 @@ public final class MovieWriter: @unchecked Sendable {
             guard started, !finished else { return }
             let packet = prepare()
             // Whichever fragment this packet may start (the muxer cuts one by length or at a
-            // keyframe before writing it) begins at the packet's own decode time. Otherwise libavformat
-            // starts a fragment where the last packet of the one before ended (its time plus its
-            // duration, one tick): on a screen that was still, the first picture after the pause
-            // would show that much too early.
+            // keyframe before writing it) begins at the packet's own decode time. Otherwise
+            // libavformat starts a fragment where the last packet of the one before ended (its time
+            // plus its duration, one tick): on a screen that was still, the first picture after the
+            // pause would show that much too early.
             if packet != nil { av_opt_set(context.pointee.priv_data, "movflags", "+frag_discont", 0) }
             let status = av_write_frame(context, packet)
             let ioError = context.pointee.pb.pointee.error
