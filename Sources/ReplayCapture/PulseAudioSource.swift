@@ -26,10 +26,6 @@ package final class PulseAudioSource: @unchecked Sendable {
         }
     }
 
-    /// Receives chunks: the clock time (ns) of the anchor, the index of the chunk's first sample
-    /// counted from that anchor, the interleaved stereo samples, and how long ago (ns) the server
-    /// captured the end of this chunk (some sources deliver in bursts: the mixer waits that long).
-
     package static let sampleRate = 48_000
     package let device: Device
     private let stream: OpaquePointer      // pa_simple*, owned; used by the reading thread only

@@ -124,12 +124,10 @@ package final class ScreenCapture: @unchecked Sendable {
         excludedWindows.withLock { $0.append(window) }
     }
 
-    /// The share of the picture (0...1) that the last `update()` changed; 0 when it returned false.
-    package private(set) var changedFraction = 0.0
-
-    /// Brings `current` up to date. Returns false when nothing visible changed (no work was done).
+    /// Brings `current` up to date, and its `changedFraction` (0 when nothing changed). Returns
+    /// false when nothing visible changed (no work was done).
     package func update() throws(CaptureError) -> Bool {
-        changedFraction = 0
+        current.changedFraction = 0
         let connection = x.connection
         guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
         var damaged = false
@@ -172,7 +170,7 @@ package final class ScreenCapture: @unchecked Sendable {
         if let old = previousCursor { dirty.append(old) }
         if let drawn = drawCursor() { dirty.append(drawn) }
         convert(dirty)
-        changedFraction = min(1, Double(dirty.reduce(0) { $0 + $1.area }) / Double(max(1, canvasBounds.area)))
+        current.changedFraction = min(1, Double(dirty.reduce(0) { $0 + $1.area }) / Double(max(1, canvasBounds.area)))
         return true
     }
 

@@ -249,7 +249,6 @@ final class RecordingPipeline: @unchecked Sendable {
                     frame.copy(from: capture.current)
                     frame.timestamp = tick
                     frame.tick = index
-                    frame.changedFraction = changed ? capture.changedFraction : 0
                     if frames.push(frame) {
                         lastSent = tick
                     } else {

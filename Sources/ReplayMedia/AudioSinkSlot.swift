@@ -1,10 +1,12 @@
 import Synchronization
 
 /// Where a sound source hands its chunks: the chunk's anchor on the media clock (ns), its offset in
-/// samples from that anchor, the interleaved samples, and the source's reported latency (ns).
+/// samples from that anchor, the interleaved stereo samples, and how long ago (ns) the server
+/// captured the end of the chunk (some sources deliver in bursts: the mixer waits that long).
 package typealias AudioSink = @Sendable (_ anchor: Int64, _ offset: Int64, _ samples: UnsafeBufferPointer<Float>, _ latency: Int64) -> Void
 
-/// The sink a sound source's reader thread fetches for every chunk, installed by another thread.
+/// The sink a sound source's reader thread fetches (until one is installed), installed by another
+/// thread.
 ///
 /// The closure lives in a class, and the lock guards only the reference to it. Kept directly in a
 /// `Mutex`, a closure is stored in the generic form: every `withLock` unwrapped it for its body and

@@ -19,7 +19,7 @@ public final class MovieWriter: @unchecked Sendable {
     private let context: UnsafeMutablePointer<AVFormatContext>
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
-    private var decodeTimes: [Int32: Int64] = [:]   // the last decode time written to each track
+    private var decodeTimes: [Int64?] = []   // the last decode time written to each track
     private var started = false
     private var finished = false
     private var failure: MediaError?
@@ -76,6 +76,7 @@ public final class MovieWriter: @unchecked Sendable {
             avcodec_parameters_from_context(stream.pointee.codecpar, codec)
             stream.pointee.time_base = timeBase
             timeBases.append(codec.pointee.time_base)
+            decodeTimes.append(nil)
             return TrackID(index: stream.pointee.index)
         }
     }
@@ -122,14 +123,14 @@ public final class MovieWriter: @unchecked Sendable {
         try mux {
             packet.pointee.stream_index = track.index
             av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
-            let earliest = decodeTimes[track.index].map { $0 + 1 } ?? 0
+            let earliest = decodeTimes[Int(track.index)].map { $0 + 1 } ?? 0
             if packet.pointee.dts < earliest {
                 // Raised: the next packet may decode as soon as a tick after the encoder's time, so
                 // this one must end by then (a fragment that ends here must not overlap the next).
                 packet.pointee.duration = max(1, packet.pointee.duration - (earliest - packet.pointee.dts))
                 packet.pointee.dts = earliest
             }
-            decodeTimes[track.index] = packet.pointee.dts
+            decodeTimes[Int(track.index)] = packet.pointee.dts
             return packet
         }
     }

@@ -12,8 +12,8 @@ package final class VideoFrame: @unchecked Sendable {
     package var timestamp: Int64 = 0
     /// The frame tick it was captured at (its presentation time in 1/fps units).
     package var tick: Int64 = 0
-    /// How much of the picture changed since the frame before it (0...1; 0 for a repeat). The
-    /// encoder lets only pictures that changed most of the screen become B-frames.
+    /// How much of the picture its last update changed (0...1; 0 for a repeat). The encoder lets
+    /// only pictures that changed most of the screen become B-frames.
     package var changedFraction = 0.0
 
     package init(width: Int, height: Int) {

@@ -141,14 +141,8 @@ public enum MediaProbe {
 
     /// The presentation times (seconds, from the file's start) of every video frame, decoded.
     public static func videoFrameTimes(_ file: String) async throws -> [Double] {
-        let result = try await ProcessRunner.run("ffprobe", arguments: [
-            "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time,best_effort_timestamp_time",
-            "-of", "csv=p=0", file,
-        ], timeout: .seconds(120))
-        guard result.succeeded else { throw HarnessError("ffprobe cannot read the frames of \(file): \(result.stderr)") }
+        let frames = try await csv(file, ["-select_streams", "v:0", "-show_entries", "frame=pts_time,best_effort_timestamp_time"])
         let start = try await probe(file, countFrames: false).format.startTime ?? 0
-        return result.stdout.split(separator: "\n").compactMap { line in
-            line.split(separator: ",").compactMap { Double($0) }.first.map { $0 - start }
-        }
+        return frames.compactMap { fields in fields.compactMap { Double($0) }.first.map { $0 - start } }
     }
 }

@@ -3,8 +3,8 @@ import Testing
 import Synchronization
 
 @Suite struct AudioSinkSlotTests {
-    /// A sound source's reader fetches its sink for every 10 ms chunk: a million fetches is under
-    /// three hours of sound, and the sink must still be one call away.
+    /// A slot may be read any number of times (a reader once fetched it for every 10 ms chunk: a
+    /// million fetches is under three hours of sound), and the sink must still be one call away.
     @Test func aSinkFetchedAMillionTimesIsStillOneCallAway() {
         let slot = AudioSinkSlot()
         #expect(slot.current == nil)
