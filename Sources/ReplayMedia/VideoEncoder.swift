@@ -110,8 +110,10 @@ package final class VideoEncoder: @unchecked Sendable {
             // pushes a change through with repeats, which cost x264 several milliseconds each. Three
             // frames made files no bigger than veryfast's ten. One B-frame without the adaptive
             // decision, and only where most of the screen changed (`encode`): full-motion files
-            // half the size for less CPU, a desktop's cost unchanged (docs/ARCHITECTURE.md, "Encoders").
-            av_dict_set(&options, "x264-params", "rc-lookahead=3:sync-lookahead=0:b-adapt=0", 0)
+            // half the size for less CPU, a desktop's cost unchanged. No scene-cut keyframes:
+            // `encode` places every keyframe, and libx264's search for cuts cost about 7% of full
+            // motion, for files of the same size and quality (docs/ARCHITECTURE.md, "Encoders").
+            av_dict_set(&options, "x264-params", "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0", 0)
         }
         let status = avcodec_open2(context, codec, &options)
         guard status >= 0 else {
