@@ -175,7 +175,8 @@ public final class TestEnvironment: Sendable {
 
     /// Stops everything: `replay` processes, this environment's `replayd` (pid file and any process
     /// with this `XDG_RUNTIME_DIR`), the test content, PulseAudio and Xvfb; removes the folder.
-    /// With `ORK_KEEP_RECORDINGS=DIR` the recordings are moved to a folder in DIR first.
+    /// With `ORK_KEEP_RECORDINGS=DIR` the recordings (and replayd's log) are moved to a folder in DIR
+    /// first.
     public func tearDown() async {
         for process in started.withLock({ $0 }) { await process.terminate(grace: .seconds(2)) }
         var pids = leftoverProcesses()
@@ -189,6 +190,9 @@ public final class TestEnvironment: Sendable {
         await xvfb.stop()
         if let keep = ProcessInfo.processInfo.environment["ORK_KEEP_RECORDINGS"], !keep.isEmpty,
            let recordings = try? FileManager.default.contentsOfDirectory(atPath: outputDirectory.path), !recordings.isEmpty {
+            // replayd's log goes with them: what it said about the recordings.
+            try? FileManager.default.copyItem(atPath: runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log").path,
+                                              toPath: outputDirectory.appendingPathComponent("replayd.log").path)
             let kept = URL(fileURLWithPath: keep).appendingPathComponent(directory.lastPathComponent)
             try? FileManager.default.createDirectory(at: kept.deletingLastPathComponent(), withIntermediateDirectories: true)
             try? FileManager.default.moveItem(at: outputDirectory, to: kept)

@@ -13,9 +13,9 @@ struct Record: AsyncParsableCommand {
         discussion: """
             The recording runs until --duration has passed, `replay stop` (from any terminal), \
             Ctrl-C, SIGTERM, or a click on the red indicator at the top-right of the screen; the \
-            file is finished cleanly in each case, and its path is printed on stdout. On a \
-            terminal a status line shows the elapsed time, file size, frame rate, dropped frames \
-            and the microphone. A second Ctrl-C leaves at once (replayd still finishes the file).
+            file is finished cleanly in each case, and its path is printed on stdout (and on \
+            stderr how many frames were dropped, if any). On a terminal a status line shows the \
+            elapsed time, file size, frame rate, dropped frames and the microphone. A second Ctrl-C leaves at once (replayd still finishes the file).
 
             The default file is "$XDG_VIDEOS_DIR/Screen Recording YYYY-MM-DD at HH.MM.SS.mp4" \
             (~/Videos when XDG_VIDEOS_DIR is unset). The file is fragmented MP4 (H.264 + AAC): \
@@ -123,6 +123,10 @@ struct Record: AsyncParsableCommand {
             guard let (final, error) = outcome else { return }
             if let final {
                 printOutput(final.outputPath)
+                if final.framesDropped > 0 {
+                    printError("replay: \(final.framesDropped) of \(final.framesWritten + final.framesDropped) frames were dropped: "
+                        + "the machine was too busy to capture or encode them all. A lower --fps, a --region or --quality low costs less.")
+                }
             } else if FileManager.default.fileExists(atPath: options.outputPath) {
                 printOutput(options.outputPath)
             }
