@@ -15,7 +15,8 @@ struct Record: AsyncParsableCommand {
             Ctrl-C, SIGTERM, or a click on the red indicator at the top-right of the screen; the \
             file is finished cleanly in each case, and its path is printed on stdout (and on \
             stderr how many frames were dropped, if any). On a terminal a status line shows the \
-            elapsed time, file size, frame rate, dropped frames and the microphone. A second Ctrl-C leaves at once (replayd still finishes the file).
+            elapsed time, file size, frame rate, dropped frames and the microphone. A second \
+            Ctrl-C leaves at once (replayd still finishes the file).
 
             The default file is "$XDG_VIDEOS_DIR/Screen Recording YYYY-MM-DD at HH.MM.SS.mp4" \
             (~/Videos when XDG_VIDEOS_DIR is unset). The file is fragmented MP4 (H.264 + AAC): \
