@@ -69,6 +69,34 @@ extension SystemTests {
             try await expectNothingRecording(environment)
         }
 
+        /// The render nodes of this machine; where there are none, VA-API cannot work.
+        static let renderNodes = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev/dri")) ?? []).filter { $0.hasPrefix("renderD") }
+
+        @Test("No render node: --encoder vaapi is refused and says what to use; --encoder auto records with libx264 and logs why",
+              .timeLimit(.minutes(1)), .enabled(if: renderNodes.isEmpty, "this machine has a render node"))
+        func vaapiWithoutRenderNode() async throws {
+            try await TestEnvironment.with { environment in
+                let refusedFile = environment.outputPath("vaapi.mp4")
+                let refused = try await environment.replay(["record", "--encoder", "vaapi", "--duration", "2", "-o", refusedFile],
+                                                           timeout: .seconds(30))
+                print("--encoder vaapi without a render node: exit \(refused.status): \(refused.message.trimmingCharacters(in: .whitespacesAndNewlines))")
+                #expect(!refused.succeeded, "\(refused)")
+                expectPersonReadable(refused.message, mentioningAnyOf: ["VA-API"])
+                #expect(refused.message.contains("--encoder x264"), "it names the way out: \(refused.message)")
+                #expect(!FileManager.default.fileExists(atPath: refusedFile), "no file is made")
+                try await expectNothingRecording(environment)
+
+                let file = environment.outputPath("auto.mp4")
+                let recorded = try await environment.replay(["record", "--encoder", "auto", "--duration", "2", "-o", file], timeout: .seconds(40))
+                #expect(recorded.succeeded, "\(recorded)")
+                let info = try await MediaProbe.probe(file)
+                #expect(info.videoStreams.first?.codecName == "h264", "\(info.videoStreams)")
+                let log = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"),
+                                       encoding: .utf8)) ?? ""
+                #expect(log.contains("no working VA-API render node: encoding with libx264"), "replayd logs the fallback: \(log.suffix(2000))")
+            }
+        }
+
         @Test("No PulseAudio: video only, and it says so", .timeLimit(.minutes(1)))
         func noSoundServerRecordsVideoOnly() async throws {
             try await TestEnvironment.with(.init(audio: .deadServer)) { environment in
