@@ -67,9 +67,10 @@ theirs() {  # theirs FILE: ffmpeg's CPU-seconds (user+sys) for the same job
   awk '{ printf "%.3f\n", $1 + $2 }' "$WORK/time"
 }
 
-compare() {  # compare NAME TARGET FULL CONTENT-ARGS...: PAIRS back-to-back runs of ours and ffmpeg; the median ratio counts
-  local name=$1 goal=$2 full=$3 slug=${1// /-} i o t line ratios="" frames=0 dropped=0 ob=0 tb=0
-  content "${@:4}"
+compare() {  # compare NAME TARGET CONTENT-ARGS...: PAIRS back-to-back runs of ours and ffmpeg; the median ratio counts
+  local name=$1 goal=$2 slug=${1// /-} i o t line ratios="" frames=0 dropped=0 ob=0 tb=0 full=0
+  [[ " ${*:3} " == *" --full-motion "* ]] && full=1
+  content "${@:3}"
   for i in $(seq "$PAIRS"); do
     o=$(ours "$WORK/$slug-o$i.mp4"); t=$(theirs "$WORK/$slug-t$i.mp4")
     line=$(grep " frames=" "$WORK/ours.log" | tail -n 1)
@@ -79,7 +80,7 @@ compare() {  # compare NAME TARGET FULL CONTENT-ARGS...: PAIRS back-to-back runs
     ratios="$ratios $o $t"
   done
   # The ratio counts only if we wrote every frame that was due; and, where the whole screen moves
-  # (FULL=1), only if the content drew at least 97% of its frames: we encode a picture only when the
+  # (--full-motion), only if the content drew at least 97% of its frames: we encode a picture only when the
   # screen changed, so a content starved of CPU would cost us less while ffmpeg encodes every tick.
   # The files' sizes show how much motion each side saw: the content is drawn on its own clock, and
   # how far it moves between two grabs depends on how the machine schedules it. So does the CPU time
@@ -99,8 +100,8 @@ compare() {  # compare NAME TARGET FULL CONTENT-ARGS...: PAIRS back-to-back runs
 echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, display $DISPLAY"
 "$BIN/replay-bench" convert --frames 100
 
-compare "full motion 1080p30" 0.75 1 --full-motion --no-audio
-compare "typical desktop" 0.40 0 --desktop --no-audio
+compare "full motion 1080p30" 0.75 --full-motion --no-audio
+compare "typical desktop" 0.40 --desktop --no-audio
 
 content --static --no-audio
 o=$(ours "$WORK/o3.mp4"); t=$(theirs "$WORK/t3.mp4")

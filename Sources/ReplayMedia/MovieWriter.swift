@@ -19,7 +19,7 @@ public final class MovieWriter: @unchecked Sendable {
     private let context: UnsafeMutablePointer<AVFormatContext>
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
-    private var decodeTimes: [Int64?] = []   // the last decode time written to each track
+    private var decodeTimes: [Int64] = []   // the last decode time written to each track (-1: none yet)
     private var started = false
     private var finished = false
     private var failure: MediaError?
@@ -75,8 +75,8 @@ public final class MovieWriter: @unchecked Sendable {
             guard let stream = avformat_new_stream(context, nil) else { fatalError("out of memory adding a track") }
             avcodec_parameters_from_context(stream.pointee.codecpar, codec)
             stream.pointee.time_base = timeBase
-            timeBases.append(codec.pointee.time_base)
-            decodeTimes.append(nil)
+            timeBases.append(timeBase)   // the muxer may change it (`start`)
+            decodeTimes.append(-1)
             return TrackID(index: stream.pointee.index)
         }
     }
@@ -111,9 +111,9 @@ public final class MovieWriter: @unchecked Sendable {
     /// A track's decode times start at zero and rise at least one unit of its time base per packet
     /// (a no-op for sound, whose packets decode when they play). With B-frames libx264 dates its
     /// first packet's decoding back by the gap to the next picture, and its B-frame comes out after
-    /// the P-frame that follows it: frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot start before zero, and
-    /// without edit lists only moving presentation times (the video against the sound) would make
-    /// room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
+    /// the P-frame that follows it: frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot
+    /// start before zero, and without edit lists only moving presentation times (the video against
+    /// the sound) would make room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
     /// every presentation time stays where the clock put it. A raised packet is shortened by as much
     /// (1 unit, then a tick less 1 unit), so that a fragment ending after it does not overlap the
     /// next packet: libavformat would move that one and drop its presentation time.
@@ -123,7 +123,7 @@ public final class MovieWriter: @unchecked Sendable {
         try mux {
             packet.pointee.stream_index = track.index
             av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
-            let earliest = decodeTimes[Int(track.index)].map { $0 + 1 } ?? 0
+            let earliest = decodeTimes[Int(track.index)] + 1
             if packet.pointee.dts < earliest {
                 // Raised: the next packet may decode as soon as a tick after the encoder's time, so
                 // this one must end by then (a fragment that ends here must not overlap the next).
@@ -189,10 +189,10 @@ public final class MovieWriter: @unchecked Sendable {
     /// Encodes one picture stamped with its frame tick (or flushes, with nil) and writes what comes out to `track`.
     /// Returns the latest tick written (the encoder holds frames for its look-ahead), nil if none came out.
     @discardableResult
-    package func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false, with encoder: VideoEncoder, to track: TrackID) throws(MediaError) -> Int64? {
+    package func encode(_ frame: VideoFrame?, pts: Int64, with encoder: VideoEncoder, to track: TrackID) throws(MediaError) -> Int64? {
         let timeBase = encoder.context.pointee.time_base
         var latest: Int64?
-        try encoder.encode(frame, pts: pts, forceKeyframe: forceKeyframe) { packet throws(MediaError) in
+        try encoder.encode(frame, pts: pts) { packet throws(MediaError) in
             latest = max(latest ?? .min, packet.pointee.pts)
             try write(packet, to: track, timeBase: timeBase, defaultDuration: 1)
         }

@@ -173,13 +173,13 @@ package final class VideoEncoder: @unchecked Sendable {
 
     /// Encodes one picture stamped `pts` (its frame tick), or flushes when `frame` is nil, and hands
     /// every packet that comes out to `deliver` (packet times in frame ticks).
-    func encode(_ frame: VideoFrame?, pts: Int64, forceKeyframe: Bool = false,
-                        deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+    func encode(_ frame: VideoFrame?, pts: Int64,
+                deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
         var status: Int32
         if let frame {
             let input = try prepareInput(frame)
             input.pointee.pts = pts
-            input.pointee.pict_type = pictureType(for: frame, forceKeyframe: forceKeyframe)
+            input.pointee.pict_type = pictureType(for: frame)
             status = avcodec_send_frame(context, input)
         } else {
             status = avcodec_send_frame(context, nil)
@@ -198,9 +198,11 @@ package final class VideoEncoder: @unchecked Sendable {
         }
     }
 
-    private func pictureType(for frame: VideoFrame, forceKeyframe: Bool) -> AVPictureType {
-        guard settings.backend == .x264 else { return forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE }
-        if forceKeyframe || picturesSinceKeyframe >= keyframeInterval {
+    /// libx264's: a keyframe every `keyframeInterval` pictures, else P unless most of it changed.
+    /// VA-API places its own.
+    private func pictureType(for frame: VideoFrame) -> AVPictureType {
+        guard settings.backend == .x264 else { return AV_PICTURE_TYPE_NONE }
+        if picturesSinceKeyframe >= keyframeInterval {
             picturesSinceKeyframe = 1
             return AV_PICTURE_TYPE_I
         }
