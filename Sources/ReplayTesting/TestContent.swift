@@ -28,6 +28,13 @@ public final class TestContent: Sendable {
             self.framesPerSecond = framesPerSecond
         }
 
+        /// Bars at 60 fps, twice the rate `replay` records at by default, for tests that count
+        /// pictures. The recorder writes a picture for each tick at which the screen changed; at 30
+        /// fps a frame the content draws a few milliseconds late (a busy machine) falls after the
+        /// tick it was meant for, that tick finds the screen unchanged and rightly writes nothing.
+        /// At 60 fps every tick has a change unless the content stalls for a whole tick.
+        public static let twiceTheRecordingRate = Options(framesPerSecond: 60)
+
         var arguments: [String] {
             var arguments = ["--fps", "\(framesPerSecond)"]
             if !audio { arguments.append("--no-audio") }

@@ -14,7 +14,7 @@ extension SystemTests {
         @Test("5 s at 1280x720: H.264 at the display size, 150 frames ±3 %, one AAC track, the bars, the system tone, no mic",
               .timeLimit(.minutes(2)))
         func fiveSecondRecording() async throws {
-            try await TestEnvironment.with { environment in
+            try await TestEnvironment.with(.init(content: .twiceTheRecordingRate)) { environment in
                 let file = environment.outputPath("five seconds.mp4")
                 let result = try await environment.replay(["record", "-o", file, "--duration", "5"], timeout: .seconds(45))
                 try #require(result.succeeded, "\(result)")

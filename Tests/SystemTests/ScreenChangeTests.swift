@@ -10,7 +10,7 @@ extension SystemTests {
         @Test("xrandr shrinks the screen to 960x720 and back: the movie stays 1280x720, pillarboxed meanwhile, every frame accounted for",
               .timeLimit(.minutes(2)))
         func resizeMidRecording() async throws {
-            try await TestEnvironment.with { environment in
+            try await TestEnvironment.with(.init(content: .twiceTheRecordingRate)) { environment in
                 let file = environment.outputPath("resized.mp4")
                 let recorder = try environment.startReplay(["record", "-o", file, "--duration", "7", "--no-system-audio"])
                 _ = try await waitUntilRecording(environment, background: recorder)
