@@ -135,7 +135,9 @@ package final class VideoEncoder: @unchecked Sendable {
         frames.pointee.sw_format = AV_PIX_FMT_NV12
         frames.pointee.width = Int32(settings.width)
         frames.pointee.height = Int32(settings.height)
-        frames.pointee.initial_pool_size = 8
+        // A fixed pool of surfaces the pictures are uploaded to, as many as FFmpeg's own example
+        // (doc/examples/vaapi_encode.c) gives the encoder to hold while it works ahead.
+        frames.pointee.initial_pool_size = 20
         status = av_hwframe_ctx_init(framesRef)
         guard status >= 0 else {
             var ref: UnsafeMutablePointer<AVBufferRef>? = framesRef
@@ -145,12 +147,12 @@ package final class VideoEncoder: @unchecked Sendable {
         context.pointee.pix_fmt = AV_PIX_FMT_VAAPI
         context.pointee.hw_frames_ctx = framesRef
         av_dict_set(&options, "qp", String(settings.crf), 0)
-        let upload = av_frame_alloc()!
+        guard let upload = av_frame_alloc() else { fatalError("out of memory (VA-API staging picture)") }
+        uploadFrame = upload
         upload.pointee.format = AV_PIX_FMT_NV12.rawValue
         upload.pointee.width = Int32(settings.width)
         upload.pointee.height = Int32(settings.height)
-        av_frame_get_buffer(upload, 64)
-        uploadFrame = upload
+        guard av_frame_get_buffer(upload, 64) >= 0 else { fatalError("out of memory (VA-API staging picture)") }
         hardwareFrame = av_frame_alloc()
     }
 

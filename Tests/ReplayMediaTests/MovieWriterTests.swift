@@ -125,6 +125,21 @@ import ReplayTesting
         #expect(packets.allSatisfy { $0.decoding <= $0.presentation })
     }
 
+    /// h264_vaapi on a render node that does not open: a clear error naming the node (replayd says
+    /// it and records nothing), and the half-made encoder's C handles are freed without a crash.
+    @Test func vaapiOnANodeThatDoesNotOpenIsAClearError() {
+        var settings = VideoEncoderSettings(width: 64, height: 48, framesPerSecond: 30, preset: "veryfast", crf: 23)
+        settings.backend = .vaapi
+        let node = "/nonexistent/dri/renderD128"
+        do {
+            _ = try VideoEncoder(settings: settings, renderNode: node, logger: logger)
+            Issue.record("h264_vaapi opened on \(node)")
+        } catch {
+            #expect(error.kind == .encoderUnavailable)
+            #expect(error.message.contains(node), "names the node: \(error.message)")
+        }
+    }
+
     @Test func refusesAnExistingFile() throws {
         let path = temporaryPath("exists.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
