@@ -25,7 +25,12 @@ trap cleanup EXIT
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-# A private runtime folder: this demo's own replayd, with this demo's display and sound.
+# A private runtime folder: this demo's own replayd, beside any the user runs. libpulse finds the
+# user's sound server under XDG_RUNTIME_DIR too: name the one that answers now, before moving it.
+if [ -z "${PULSE_SERVER:-}" ] && SERVER=$(pactl info 2>/dev/null | sed -n 's/^Server String: //p') && [ -n "$SERVER" ]; then
+  case "$SERVER" in /*) SERVER="unix:$SERVER" ;; esac
+  export PULSE_SERVER="$SERVER"
+fi
 export XDG_RUNTIME_DIR="$OUT/runtime"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
