@@ -18,9 +18,12 @@ struct Record: AsyncParsableCommand {
             elapsed time, file size, frame rate, dropped frames and the microphone. A second \
             Ctrl-C leaves at once (replayd still finishes the file).
 
-            The default file is "$XDG_VIDEOS_DIR/Screen Recording YYYY-MM-DD at HH.MM.SS.mp4" \
-            (~/Videos when XDG_VIDEOS_DIR is unset). The file is fragmented MP4 (H.264 + AAC): \
-            even if replayd is killed it plays, missing at most the last second.
+            The default file is "Screen Recording YYYY-MM-DD at HH.MM.SS.mp4" in your Videos \
+            folder: $XDG_VIDEOS_DIR, else the XDG_VIDEOS_DIR line of ~/.config/user-dirs.dirs (what \
+            desktops write, e.g. ~/Filme), else ~/Videos; " (2)" is added when that name is taken. \
+            The file is fragmented MP4 (H.264 + AAC): even if replayd is killed it plays, missing \
+            at most the last second. Without a PulseAudio server the recording is video only (and \
+            says so); with --mic it is refused.
 
             Quality: medium (default) is libx264's veryfast preset, what OBS uses for screen \
             content; low is ultrafast (least CPU, bigger files); high is faster with a lower CRF \
@@ -37,7 +40,7 @@ struct Record: AsyncParsableCommand {
             """)
 
     @Option(name: [.customShort("o"), .customLong("output")],
-            help: ArgumentHelp("The movie file (must not exist). Default: ~/Videos/Screen Recording <date> at <time>.mp4.", valueName: "file"),
+            help: ArgumentHelp("The movie file (must not exist; MP4 whatever its extension). Default: Screen Recording <date> at <time>.mp4 in your Videos folder (see above).", valueName: "file"),
             completion: .file(extensions: ["mp4"]))
     var output: String?
 
@@ -53,7 +56,7 @@ struct Record: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The X display to record, such as :0. Default: $DISPLAY.", valueName: "name"))
     var display: String?
 
-    @Option(help: ArgumentHelp("Record only this part of the screen, as WxH+X+Y (e.g. 1280x720+0+0).", valueName: "WxH+X+Y"))
+    @Option(help: ArgumentHelp("Record only this part of the screen, as WxH+X+Y (e.g. 1280x720+0+0). An odd width or height loses its last column or row (H.264 needs even sizes).", valueName: "WxH+X+Y"))
     var region: String?
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Frames per second, 1 to 120.", valueName: "N"))
@@ -65,7 +68,7 @@ struct Record: AsyncParsableCommand {
     @Option(help: ArgumentHelp("auto (VA-API where it works, else x264), x264 or vaapi.", valueName: "name"))
     var encoder: String = EncoderChoice.auto.rawValue
 
-    @Flag(name: .customLong("separate-audio-tracks"), help: "Keep system sound and microphone on two audio tracks instead of one mix.")
+    @Flag(name: .customLong("separate-audio-tracks"), help: "Keep system sound and microphone on two audio tracks instead of one mix (first the system sound, then the microphone, each named so).")
     var separateAudioTracks = false
 
     // MARK: validation
@@ -182,26 +185,30 @@ struct Record: AsyncParsableCommand {
 // MARK: - the output file
 
 enum OutputPath {
-    /// An absolute path that does not exist yet in a writable folder; the default in
-    /// `$XDG_VIDEOS_DIR` (else `~/Videos`, created when missing).
+    /// An absolute path that does not exist yet in a writable folder. The default: in the Videos
+    /// folder (`VideosFolder`: `$XDG_VIDEOS_DIR`, else the one in `user-dirs.dirs`, else `~/Videos`,
+    /// created when missing), named for the time, with " (2)", " (3)"… added when a recording of
+    /// the same second is there already.
     static func resolve(_ given: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                         now: Date = Date()) throws(ReplayError) -> String {
-        let path: String
+        var path: String
         if let given {
             path = absolute(given)
         } else {
-            let folder: String
-            if let videos = environment["XDG_VIDEOS_DIR"], !videos.isEmpty {
-                folder = absolute(videos)
-            } else {
-                folder = (environment["HOME"] ?? NSHomeDirectory()) + "/Videos"
-            }
+            let folder = absolute(VideosFolder.path(environment: environment))
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             } catch {
-                throw ReplayError(.outputNotWritable, "cannot create the folder \(folder): \(error.localizedDescription). Pass -o with a file in a folder you can write to.")
+                let reason = error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: ". "))
+                throw ReplayError(.outputNotWritable, "cannot create your Videos folder \(folder): \(reason). Pass -o with a file in a folder you can write to, or set XDG_VIDEOS_DIR.")
             }
-            path = folder + "/" + defaultName(now)
+            let name = defaultName(now)
+            path = folder + "/" + name
+            var copy = 2
+            while FileManager.default.fileExists(atPath: path), copy < 1000 {
+                path = folder + "/" + (name as NSString).deletingPathExtension + " (\(copy)).mp4"
+                copy += 1
+            }
         }
         let folder = (path as NSString).deletingLastPathComponent
         var isFolder: ObjCBool = false

@@ -53,6 +53,51 @@ extension SystemTests {
             }
         }
 
+        @Test("Without -o: \"Screen Recording <date> at <time>.mp4\" in the Videos folder that user-dirs.dirs names, \" (2)\" when that name is taken",
+              .timeLimit(.minutes(2)))
+        func defaultFileInTheVideosFolder() async throws {
+            try await TestEnvironment.with { environment in
+                // A German desktop: xdg-user-dirs wrote ~/Filme, and nothing exports XDG_VIDEOS_DIR.
+                let home = try #require(environment.environment["HOME"])
+                let config = home + "/.config", films = home + "/Filme"
+                try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+                try "XDG_DESKTOP_DIR=\"$HOME/Schreibtisch\"\nXDG_VIDEOS_DIR=\"$HOME/Filme\"\n"
+                    .write(toFile: config + "/user-dirs.dirs", atomically: true, encoding: .utf8)
+                // Recordings of the next 20 seconds' names are there already (as after a recording
+                // made in the same second): the new one must take " (2)" and leave them alone.
+                try FileManager.default.createDirectory(atPath: films, withIntermediateDirectories: true)
+                let now = Date()
+                let taken = (0..<20).map { Self.defaultName(now.addingTimeInterval(Double($0))) }
+                for name in taken { try Data("an earlier recording".utf8).write(to: URL(fileURLWithPath: films + "/" + name)) }
+
+                let result = try await environment.replay(["record", "--duration", "1"], environment: ["XDG_VIDEOS_DIR": nil],
+                                                          timeout: .seconds(40))
+                try #require(result.succeeded, "\(result)")
+                let printed = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                let made = try FileManager.default.contentsOfDirectory(atPath: films).filter { !taken.contains($0) }
+                #expect(made.count == 1, "one new file in ~/Filme: \(made)")
+                let name = try #require(made.first)
+                #expect(printed == films + "/" + name, "prints the path: \(printed)")
+                let expected = taken.map { ($0 as NSString).deletingPathExtension + " (2).mp4" }
+                #expect(expected.contains(name), "named for the time it started, with (2): \(name)")
+                for name in taken {
+                    #expect(try String(contentsOfFile: films + "/" + name, encoding: .utf8) == "an earlier recording")
+                }
+                let info = try await MediaProbe.probe(films + "/" + name, countFrames: false)
+                #expect(info.videoStreams.first?.codecName == "h264")
+                let inVideos = (try? FileManager.default.contentsOfDirectory(atPath: home + "/Videos")) ?? []
+                #expect(!inVideos.contains { $0.hasPrefix("Screen Recording") }, "nothing in ~/Videos: \(inVideos)")
+            }
+        }
+
+        /// `Screen Recording YYYY-MM-DD at HH.MM.SS.mp4` in local time, as the contract spells it.
+        static func defaultName(_ date: Date) -> String {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.dateFormat = "'Screen Recording 'yyyy-MM-dd' at 'HH.mm.ss'.mp4'"
+            return formatter.string(from: date)
+        }
+
         @Test("--mic records the microphone (3000 Hz) with the system sound", .timeLimit(.minutes(2)))
         func microphone() async throws {
             try await TestEnvironment.with { environment in
@@ -68,6 +113,29 @@ extension SystemTests {
                                          audio.isPresent(frequency: TestPattern.systemToneFrequency))
                 #expect(has3000, "3000 Hz amplitude \(amplitude3000)")
                 #expect(has440, "440 Hz amplitude \(amplitude440)")
+            }
+        }
+
+        @Test("--mic --separate-audio-tracks: the system sound alone on a first track, the microphone alone on a second, each named",
+              .timeLimit(.minutes(2)))
+        func separateAudioTracks() async throws {
+            try await TestEnvironment.with { environment in
+                let file = environment.outputPath("two tracks.mp4")
+                let result = try await environment.replay(["record", "-o", file, "--duration", "3", "--mic", "--separate-audio-tracks"],
+                                                          timeout: .seconds(40))
+                try #require(result.succeeded, "\(result)")
+                let info = try await MediaProbe.probe(file, countFrames: false)
+                try #require(info.audioStreams.count == 2, "two audio tracks: \(info.streams.map { $0.codecType ?? "?" })")
+                #expect(info.audioStreams.map(\.handlerName) == ["System sound", "Microphone"])
+                #expect(info.videoStreams.first?.handlerName == "Screen")
+                for (index, (present, absent)) in [(TestPattern.systemToneFrequency, TestPattern.microphoneFrequency),
+                                                   (TestPattern.microphoneFrequency, TestPattern.systemToneFrequency)].enumerated() {
+                    let audio = try await ToneAnalyzer.load(file: file, streamIndex: index, from: 0.5, to: 2.7)
+                    let (amplitudePresent, amplitudeAbsent) = (audio.amplitude(frequency: present), audio.amplitude(frequency: absent))
+                    let (hasPresent, hasAbsent) = (audio.isPresent(frequency: present), audio.isPresent(frequency: absent))
+                    #expect(hasPresent, "audio track \(index + 1): \(present) Hz amplitude \(amplitudePresent)")
+                    #expect(!hasAbsent, "audio track \(index + 1) alone: \(absent) Hz amplitude \(amplitudeAbsent)")
+                }
             }
         }
 
