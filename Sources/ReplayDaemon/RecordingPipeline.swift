@@ -53,14 +53,16 @@ final class RecordingPipeline: @unchecked Sendable {
         self.sources = sources
         self.microphoneIndex = microphoneIndex
         self.logger = logger
-        videoTrack = writer.addTrack(for: encoder)
-        let trackCount = sources.isEmpty ? 0 : (options.separateAudioTracks ? sources.count : 1)
+        videoTrack = writer.addTrack(for: encoder, name: "Screen")
+        // One track per source in `sources`' order (the system sound first), or one mix of them all.
+        let names = sources.indices.map { $0 == microphoneIndex ? "Microphone" : "System sound" }
+        let trackNames = options.separateAudioTracks || names.count <= 1 ? names : ["System sound and microphone"]
         var encoders: [AudioEncoder] = []
         var tracks: [MovieWriter.TrackID] = []
-        for _ in 0..<trackCount {
+        for name in trackNames {
             let audio = try AudioEncoder(logger: logger)
             encoders.append(audio)
-            tracks.append(writer.addTrack(for: audio))
+            tracks.append(writer.addTrack(for: audio, name: name))
         }
         audioEncoders = encoders
         audioTracks = tracks

@@ -63,18 +63,22 @@ public final class MovieWriter: @unchecked Sendable {
     /// Adds a track carrying what `encoder` produces. Before `start()`.
     /// A video track counts time in half frame ticks at least: a B-frame's decode time falls between
     /// two ticks at the start (see `write`).
-    package func addTrack(for encoder: VideoEncoder) -> TrackID {
+    /// `name` is the track's handler name, what players list for it ("Screen", "Microphone").
+    package func addTrack(for encoder: VideoEncoder, name: String) -> TrackID {
         let tick = encoder.context.pointee.time_base
-        return addTrack(codec: encoder.context, timeBase: AVRational(num: tick.num, den: tick.den * 2))
+        return addTrack(codec: encoder.context, timeBase: AVRational(num: tick.num, den: tick.den * 2), name: name)
     }
-    package func addTrack(for encoder: AudioEncoder) -> TrackID { addTrack(codec: encoder.context, timeBase: encoder.context.pointee.time_base) }
+    package func addTrack(for encoder: AudioEncoder, name: String) -> TrackID {
+        addTrack(codec: encoder.context, timeBase: encoder.context.pointee.time_base, name: name)
+    }
 
-    private func addTrack(codec: UnsafeMutablePointer<AVCodecContext>, timeBase: AVRational) -> TrackID {
+    private func addTrack(codec: UnsafeMutablePointer<AVCodecContext>, timeBase: AVRational, name: String) -> TrackID {
         lock.withLock { _ in
             precondition(!started, "tracks are added before the movie starts")
             guard let stream = avformat_new_stream(context, nil) else { fatalError("out of memory adding a track") }
             avcodec_parameters_from_context(stream.pointee.codecpar, codec)
             stream.pointee.time_base = timeBase
+            av_dict_set(&stream.pointee.metadata, "handler_name", name, 0)
             timeBases.append(timeBase)   // the muxer may change it (`start`)
             decodeTimes.append(-1)
             return TrackID(index: stream.pointee.index)

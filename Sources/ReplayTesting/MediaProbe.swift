@@ -20,6 +20,8 @@ public struct MediaStream: Sendable, Decodable {
     public var channels: Int?
     /// `avg_frame_rate` as a number.
     public var averageFrameRate: Double?
+    /// The track's name: an MP4's `handler_name` ("Microphone").
+    public var handlerName: String?
 
     /// Decoded frames when counted, else the container's count.
     public var frameCount: Int? { readFrames ?? declaredFrames }
@@ -29,6 +31,7 @@ public struct MediaStream: Sendable, Decodable {
         case codecName = "codec_name", codecType = "codec_type", pixelFormat = "pix_fmt"
         case readFrames = "nb_read_frames", declaredFrames = "nb_frames", duration
         case startTime = "start_time", sampleRate = "sample_rate", averageFrameRate = "avg_frame_rate"
+        case tags
     }
 
     public init(from decoder: any Decoder) throws {
@@ -46,6 +49,7 @@ public struct MediaStream: Sendable, Decodable {
         startTime = (try c.decodeIfPresent(String.self, forKey: .startTime)).flatMap { Double($0) }
         sampleRate = (try c.decodeIfPresent(String.self, forKey: .sampleRate)).flatMap { Int($0) }
         averageFrameRate = (try c.decodeIfPresent(String.self, forKey: .averageFrameRate)).flatMap(Self.rational)
+        handlerName = (try c.decodeIfPresent([String: String].self, forKey: .tags))?["handler_name"]
     }
 
     static func rational(_ text: String) -> Double? {

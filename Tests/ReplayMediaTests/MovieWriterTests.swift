@@ -37,8 +37,8 @@ import ReplayTesting
         let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
         let audio = try AudioEncoder(logger: logger)
         let writer = try MovieWriter(path: path, logger: logger)
-        let videoTrack = writer.addTrack(for: video)
-        let audioTrack = writer.addTrack(for: audio)
+        let videoTrack = writer.addTrack(for: video, name: "Screen")
+        let audioTrack = writer.addTrack(for: audio, name: "System sound")
         try writer.start()
 
         let frame = VideoFrame(width: width, height: height)
@@ -92,7 +92,7 @@ import ReplayTesting
         let (width, height, fps) = (320, 240, 30)
         let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
         let writer = try MovieWriter(path: path, logger: logger)
-        let track = writer.addTrack(for: video)
+        let track = writer.addTrack(for: video, name: "Screen")
         try writer.start()
 
         // 40 pictures of full motion, one every tick, then 40 small changes every third tick.
