@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEBUG_BIN := $(CURDIR)/.build/debug
 RELEASE_BIN := $(CURDIR)/.build/release
 
-.PHONY: all bootstrap build release bench-tools test demo bench clean
+.PHONY: all bootstrap build release bench-tools test demo bench install uninstall clean
 
 all: build
 
@@ -39,6 +39,23 @@ test: bootstrap
 ## demo: record 10 s of the screen (a virtual display with moving content and sound when there is none).
 demo: release
 	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
+
+## install: `replay` and `replayd` (release builds) into $(PREFIX)/bin, and replayd's systemd user
+## unit into $(PREFIX)/lib/systemd/user (a folder systemd reads for every user). As root.
+PREFIX ?= /usr/local
+UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
+install: bootstrap
+	$(SWIFT) build -c release --product replayd
+	$(SWIFT) build -c release --product replay
+	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR)
+	install -m 755 $(RELEASE_BIN)/replay $(RELEASE_BIN)/replayd $(DESTDIR)$(PREFIX)/bin/
+	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/replayd.service > $(UNIT_DIR)/replayd.service
+	chmod 644 $(UNIT_DIR)/replayd.service
+	@echo "Installed replay and replayd in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR)."
+	@echo "replay starts replayd when needed; to keep it running instead: systemctl --user enable --now replayd"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/replay $(DESTDIR)$(PREFIX)/bin/replayd $(UNIT_DIR)/replayd.service
 
 ## bench: the benchmarks against ffmpeg (slow; never part of `make test`).
 bench: bench-tools

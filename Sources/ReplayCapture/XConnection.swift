@@ -22,10 +22,19 @@ package final class XConnection: @unchecked Sendable {
         guard let connection = xcb_connect(display, &screenNumber) else {
             throw XDisplayError(display: display, message: "cannot open X display \(display)")
         }
-        if xcb_connection_has_error(connection) != 0 {
+        let failure = xcb_connection_has_error(connection)
+        if failure != 0 {
             xcb_disconnect(connection)
-            throw XDisplayError(display: display,
-                                message: "cannot open X display \(display): no X server answers there (check --display or DISPLAY)")
+            switch failure {
+            case XCB_CONN_CLOSED_INVALID_SCREEN:
+                throw XDisplayError(display: display, message: "cannot open X display \(display): its server answers but has no screen "
+                                    + "\(screenNumber); leave out the .\(screenNumber) (check --display or DISPLAY)")
+            case XCB_CONN_CLOSED_PARSE_ERR:
+                throw XDisplayError(display: display, message: "\(display) is not an X display name: write it like :0 or :1")
+            default:
+                throw XDisplayError(display: display,
+                                    message: "cannot open X display \(display): no X server answers there (check --display or DISPLAY)")
+            }
         }
         var iterator = xcb_setup_roots_iterator(xcb_get_setup(connection))
         var index: Int32 = 0

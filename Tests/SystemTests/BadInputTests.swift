@@ -7,7 +7,7 @@ extension SystemTests {
     @Suite("replay record: bad input, no sound server, full disk")
     struct BadInputTests {
         enum BadInput: String, CaseIterable, CustomTestStringConvertible, Sendable {
-            case noDisplay, unknownDisplay, regionOutsideScreen, existingOutput, unwritableDirectory, unknownEncoder
+            case noDisplay, unknownDisplay, missingScreen, regionOutsideScreen, existingOutput, unwritableDirectory, unknownEncoder
             var testDescription: String { rawValue }
         }
 
@@ -40,6 +40,10 @@ extension SystemTests {
             case .unknownDisplay:
                 arguments += ["--display", ":987"]
                 keywords = [":987"]
+            case .missingScreen:
+                // The server answers, but has one screen (0): the message must not say nobody answers.
+                arguments += ["--display", environment.xvfb.display + ".1"]
+                keywords = ["no screen 1"]
             case .regionOutsideScreen:
                 arguments += ["--region", "640x480+1000+500"]
                 keywords = ["region", "640x480+1000+500", "outside", "screen"]
