@@ -94,6 +94,13 @@ public final class ScreenRecorder: Sendable {
             if options.microphone {
                 sources.append(try PulseAudioSource(device: .microphone, logger: logger))
                 microphone = true
+                if let monitor = PulseIntrospection.defaultSourceIfMonitor() {
+                    let warning = "the default sound input is \"\(monitor)\", what the computer plays, not a microphone "
+                        + "(is one plugged in and chosen in the sound settings?): --mic records that sound"
+                        + (options.systemAudio ? " a second time" : "")
+                    logger.warning("\(warning)")
+                    warnings.append(warning)
+                }
             }
         } catch {
             if options.audioRequired {

@@ -6,7 +6,8 @@ struct Mic: AsyncParsableCommand {
         abstract: "Mute or unmute the microphone of the running recording.",
         discussion: """
             The microphone track keeps its timing: while muted it records silence. Only a \
-            recording started with `replay record --mic` has a microphone track.
+            recording started with `replay record --mic` has a microphone track; without one, or \
+            with nothing recording, `replay mic` says so and exits 1.
 
             Examples:
               replay mic off

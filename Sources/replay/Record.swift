@@ -162,7 +162,7 @@ struct Record: AsyncParsableCommand {
                 }
             }
             var result: (SessionStatus?, ReplayError?) = (nil, ReplayError(.daemonUnavailable,
-                "replayd stopped during the recording (its log: \(ControlPaths.forCurrentUser().logFile)). The file holds what was written until then."))
+                "replayd stopped during the recording (its log: \(ControlPaths.forCurrentUser().logFile), or `journalctl --user -u replayd` when systemd runs it). The file holds what was written until then."))
             events: for await event in connection.events {
                 switch event {
                 case .status(let status):

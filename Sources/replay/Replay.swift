@@ -24,13 +24,15 @@ struct Replay: AsyncParsableCommand {
               replay mic off                # the mic track goes on, silent
               replay stop                   # finishes the file, prints it
             """,
+        version: Daemon.version,
         subcommands: [Record.self, Stop.self, Status.self, Mic.self])
 }
 
 // MARK: - talking to replayd
 
 enum Daemon {
-    static let software = "replay 0.1"
+    static let version = "0.1"
+    static let software = "replay \(version)"
 
     /// Runs `body` connected to replayd, starting replayd first when `start` is true and it is
     /// not running. Nil when it is not running and `start` is false.

@@ -104,6 +104,7 @@ extension SystemTests {
                 let file = environment.outputPath("mic.mp4")
                 let result = try await environment.replay(["record", "-o", file, "--duration", "3", "--mic"], timeout: .seconds(40))
                 try #require(result.succeeded, "\(result)")
+                #expect(!result.stderr.contains("warning"), "a real microphone: no warning: \(result.stderr)")
                 let info = try await MediaProbe.probe(file, countFrames: false)
                 try #require(info.audioStreams.count >= 1, "an audio track")
                 let audio = try await ToneAnalyzer.load(file: file, from: 0.5, to: 2.7)
@@ -113,6 +114,23 @@ extension SystemTests {
                                          audio.isPresent(frequency: TestPattern.systemToneFrequency))
                 #expect(has3000, "3000 Hz amplitude \(amplitude3000)")
                 #expect(has440, "440 Hz amplitude \(amplitude440)")
+            }
+        }
+
+        @Test("--mic where the default input is a monitor (no microphone plugged in): it records, and warns that this is the system sound",
+              .timeLimit(.minutes(2)))
+        func microphoneThatIsAMonitor() async throws {
+            try await TestEnvironment.with { environment in
+                let pactl = try await ProcessRunner.run("pactl", arguments: ["set-default-source", "main.monitor"],
+                                                        environment: environment.environment, timeout: .seconds(10))
+                try #require(pactl.succeeded, "\(pactl)")
+                let file = environment.outputPath("monitor as mic.mp4")
+                let result = try await environment.replay(["record", "-o", file, "--duration", "1", "--mic"], timeout: .seconds(40))
+                #expect(result.succeeded, "\(result)")
+                #expect(result.stderr.contains("\"main.monitor\"") && result.stderr.contains("not a microphone")
+                        && result.stderr.contains("a second time"), "warns: \(result.stderr)")
+                let info = try await MediaProbe.probe(file, countFrames: false)
+                #expect(info.audioStreams.count == 1)
             }
         }
 
