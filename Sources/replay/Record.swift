@@ -20,7 +20,7 @@ struct Record: AsyncParsableCommand {
 
             The default file is "Screen Recording YYYY-MM-DD at HH.MM.SS.mp4" in your Videos \
             folder: $XDG_VIDEOS_DIR, else the XDG_VIDEOS_DIR line of ~/.config/user-dirs.dirs (what \
-            desktops write, e.g. ~/Filme), else ~/Videos; " (2)" is added when that name is taken. \
+            desktops write, e.g. ~/Filme), else ~/Videos; a name already taken gets (2), (3) and so on. \
             The file is fragmented MP4 (H.264 + AAC): even if replayd is killed it plays, missing \
             at most the last second. Without a PulseAudio server the recording is video only (and \
             says so); with --mic it is refused.
