@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEBUG_BIN := $(CURDIR)/.build/debug
 RELEASE_BIN := $(CURDIR)/.build/release
 
-.PHONY: all bootstrap build release bench-tools test demo bench install uninstall clean
+.PHONY: all bootstrap build release-cli release bench-tools test demo bench install uninstall clean
 
 all: build
 
@@ -16,9 +16,12 @@ bootstrap:
 build: bootstrap
 	$(SWIFT) build
 
-release: bootstrap
+## release-cli: release builds of the two programs a user runs (`make install` needs only these).
+release-cli: bootstrap
 	$(SWIFT) build -c release --product replayd
 	$(SWIFT) build -c release --product replay
+
+release: release-cli
 	$(SWIFT) build -c release --product replay-testcontent
 	$(SWIFT) build -c release --product broadcast-service
 
@@ -44,9 +47,7 @@ demo: release
 ## unit into $(PREFIX)/lib/systemd/user (a folder systemd reads for every user). As root.
 PREFIX ?= /usr/local
 UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
-install: bootstrap
-	$(SWIFT) build -c release --product replayd
-	$(SWIFT) build -c release --product replay
+install: release-cli
 	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR)
 	install -m 755 $(RELEASE_BIN)/replay $(RELEASE_BIN)/replayd $(DESTDIR)$(PREFIX)/bin/
 	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/replayd.service > $(UNIT_DIR)/replayd.service

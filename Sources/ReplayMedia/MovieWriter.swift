@@ -117,10 +117,11 @@ public final class MovieWriter: @unchecked Sendable {
     /// first packet's decoding back by the gap to the next picture, and its B-frame comes out after
     /// the P-frame that follows it: frames 0, 2, 1 decode at -1, 0, 1 ticks. An MP4 fragment cannot
     /// start before zero, and without edit lists only moving presentation times (the video against
-    /// the sound) would make room; instead the P-frame decodes a fraction of a tick after zero (0, 1 unit, 1 tick), and
-    /// every presentation time stays where the clock put it. A raised packet is shortened by as much
-    /// (1 unit, then a tick less 1 unit), so that a fragment ending after it does not overlap the
-    /// next packet: libavformat would move that one and drop its presentation time.
+    /// the sound) would make room; instead the P-frame decodes a fraction of a tick after zero (0, 1
+    /// unit, 1 tick), and every presentation time stays where the clock put it. A raised packet is
+    /// shortened by as much (1 unit, then a tick less 1 unit), so that a fragment ending after it
+    /// does not overlap the next packet: libavformat would move that one and drop its presentation
+    /// time.
     func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
         // A packet with its duration set spares the muxer a guess at each fragment's end.
         if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
