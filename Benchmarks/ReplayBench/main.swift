@@ -3,8 +3,7 @@
 import ArgumentParser
 import Foundation
 import Logging
-import ReplayDaemon
-import ReplayIPC
+import ReplayEngine
 import ReplayMedia
 
 @main
@@ -66,12 +65,21 @@ struct Record: AsyncParsableCommand {
         }
         var logger = Logger(label: "replay-bench")
         logger.logLevel = verbose ? .debug : .warning
-        let options = RecordingOptions(outputPath: URL(fileURLWithPath: output).path, durationSeconds: duration,
-                                       microphone: mic, systemAudio: systemAudio, audioRequired: mic || systemAudio,
-                                       display: display, region: region.flatMap(Region.init(geometry:)),
-                                       framesPerSecond: fps, quality: Quality(rawValue: quality) ?? .medium)
+        let video: VideoSource
+        if let region {
+            guard let r = Self.geometry(region) else { throw ValidationError("--region is WxH+X+Y") }
+            video = .region(display: display, x: r.x, y: r.y, width: r.width, height: r.height)
+        } else {
+            video = .screen(display: display)
+        }
+        let levels: [String: EncodingQuality] = ["low": .low, "medium": .medium, "high": .high]
+        let configuration = EngineConfiguration(
+            video: video, audio: (systemAudio ? [.systemMix] : []) + (mic ? [.microphone] : []),
+            audioRequired: mic || systemAudio, framesPerSecond: fps, durationSeconds: duration,
+            quality: levels[quality] ?? .medium)
         let before = Self.cpuSeconds()
-        let recorder = try await ScreenRecorder.prepare(options: options, logger: logger)
+        let recorder = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
+        try recorder.attach(try MovieWriter(path: URL(fileURLWithPath: output).path, logger: logger))
         // Steady state: the CPU from 3 s in to the end, without the start-up (encoder set-up, the
         // first touches of its buffers) that a long recording does not notice.
         let settle = 3.0
@@ -87,6 +95,12 @@ struct Record: AsyncParsableCommand {
         let statistics = recorder.statistics()
         print(String(format: "cpu_seconds=%.3f steady_cores=%.4f video_seconds=%.3f frames=%d dropped=%d bytes=%lld",
                      cpu, steadyRate, statistics.elapsedSeconds, statistics.framesWritten, statistics.framesDropped, statistics.bytesWritten))
+    }
+
+    /// `WxH+X+Y`.
+    static func geometry(_ text: String) -> (width: Int, height: Int, x: Int, y: Int)? {
+        let numbers = text.split(whereSeparator: { $0 == "x" || $0 == "+" }).compactMap { Int($0) }
+        return numbers.count == 4 ? (numbers[0], numbers[1], numbers[2], numbers[3]) : nil
     }
 
     static func cpuSeconds() -> Double {

@@ -1,6 +1,6 @@
 import CXCB
 import CYUV
-import CReplayShim
+import CXCBShim
 package import ReplayMedia
 package import Logging
 import Synchronization
@@ -74,7 +74,7 @@ package final class ScreenCapture: @unchecked Sendable {
         let wanted = region ?? full
         guard wanted.width >= 2, wanted.height >= 2, full.contains(wanted) else {
             throw CaptureError(.regionOutsideScreen,
-                               "the region \(wanted.width)x\(wanted.height)+\(wanted.x)+\(wanted.y) is not inside the screen of \(display) (\(screen.width)x\(screen.height)); give a --region within it")
+                               "the region \(wanted.width)x\(wanted.height)+\(wanted.x)+\(wanted.y) is not inside the screen of \(display) (\(screen.width)x\(screen.height))")
         }
         let damageEvent = Int(ork_xcb_damage_first_event(connection))
         let fixesEvent = Int(ork_xcb_xfixes_first_event(connection))

@@ -28,12 +28,12 @@ package final class XConnection: @unchecked Sendable {
             switch failure {
             case XCB_CONN_CLOSED_INVALID_SCREEN:
                 throw XDisplayError(display: display, message: "cannot open X display \(display): its server answers but has no screen "
-                                    + "\(screenNumber); leave out the .\(screenNumber) (check --display or DISPLAY)")
+                                    + "\(screenNumber); leave out the .\(screenNumber)")
             case XCB_CONN_CLOSED_PARSE_ERR:
                 throw XDisplayError(display: display, message: "\(display) is not an X display name: write it like :0 or :1")
             default:
                 throw XDisplayError(display: display,
-                                    message: "cannot open X display \(display): no X server answers there (check --display or DISPLAY)")
+                                    message: "cannot open X display \(display): no X server answers there")
             }
         }
         var iterator = xcb_setup_roots_iterator(xcb_get_setup(connection))

@@ -45,11 +45,15 @@ package struct ControlServer: Service {
     private let configuration: Configuration
     private let logger: Logger
     private let sessions: RecordingSessions
+    private let router: ControlRouter
 
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         self.sessions = RecordingSessions(logger: logger)
+        var router = ControlRouter()
+        sessions.register(in: &router)
+        self.router = router
     }
 
     package func run() async throws {
@@ -154,13 +158,13 @@ package struct ControlServer: Service {
         var connectionID: UInt64?
         if peer.uid != getuid() {
             logger.warning("refused a connection from another user", metadata: ["peer-uid": "\(peer.uid)"])
-            continuation.yield(.event(.goodbye(ReplayError(.permissionDenied, "replayd of uid \(getuid()) serves only its own user; you are uid \(peer.uid). Run your own replayd (`replay` starts it)."))))
+            continuation.yield(Self.goodbye(ReplayError(.permissionDenied, "replayd of uid \(getuid()) serves only its own user; you are uid \(peer.uid). Run your own replayd (`replay` starts it).")))
             continuation.finish()
         } else if let id = await sessions.register(continuation) {
             connectionID = id
             logger.debug("client connected", metadata: ["connection": "\(id)"])
         } else {
-            continuation.yield(.event(.goodbye(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))))
+            continuation.yield(Self.goodbye(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment.")))
             continuation.finish()
         }
 
@@ -204,44 +208,33 @@ package struct ControlServer: Service {
                 case .hello(let hello):
                     guard hello.version == controlProtocolVersion else {
                         logger.warning("refused a client of another protocol version", metadata: ["version": "\(hello.version)", "software": "\(hello.software)"])
-                        outbox.yield(.event(.goodbye(ReplayError(.protocolMismatch, "this client (\(hello.software)) speaks protocol version \(hello.version) and replayd (pid \(getpid())) speaks \(controlProtocolVersion): stop the old replayd (`kill \(getpid())`) and run the command again."))))
+                        outbox.yield(Self.goodbye(ReplayError(.protocolMismatch, "this client (\(hello.software)) speaks protocol version \(hello.version) and replayd (pid \(getpid())) speaks \(controlProtocolVersion): stop the old replayd (`kill \(getpid())`) and run the command again.")))
                         return
                     }
                     greeted = true
                 case .request(let id, let request):
                     guard greeted else {
-                        outbox.yield(.event(.goodbye(ReplayError(.badRequest, "a request came before the hello: see docs/PROTOCOL.md."))))
+                        outbox.yield(Self.goodbye(ReplayError(.badRequest, "a request came before the hello: see docs/PROTOCOL.md.")))
                         return
                     }
                     logger.debug("request", metadata: ["id": "\(id)", "method": "\(request.method)"])
-                    let response = await answer(request, connection: connection, peer: peer)
+                    let response = await router.answer(request, context: RequestContext(connection: connection, peer: peer))
                     outbox.yield(.response(id: id, response))
                 case .response, .event:
-                    outbox.yield(.event(.goodbye(ReplayError(.badRequest, "clients send only hello and requests: see docs/PROTOCOL.md."))))
+                    outbox.yield(Self.goodbye(ReplayError(.badRequest, "clients send only hello and requests: see docs/PROTOCOL.md.")))
                     return
                 }
             }
         } catch is CancellationError {
         } catch {
             logger.notice("closing a connection that broke the protocol: \(error)")
-            outbox.yield(.event(.goodbye(ReplayError(.badRequest, "replayd could not read your message: \(error). See docs/PROTOCOL.md."))))
+            outbox.yield(Self.goodbye(ReplayError(.badRequest, "replayd could not read your message: \(error). See docs/PROTOCOL.md.")))
         }
     }
 
-    private func answer(_ request: ControlRequest, connection: UInt64, peer: PeerCredentials) async -> ControlResponse {
-        switch request {
-        case .startRecording(let options):
-            return await sessions.start(options: options, clientPID: peer.pid, connection: connection)
-        case .stopRecording:
-            return await sessions.stop()
-        case .status:
-            return .success(await sessions.status())
-        case .setMicrophone(let on):
-            return await sessions.setMicrophone(on: on)
-        case .subscribe:
-            return .success(await sessions.subscribe(connection))
-        case .unknown(let method):
-            return .failure(ReplayError(.badRequest, "replayd (protocol \(controlProtocolVersion)) does not know the request \"\(method)\": update replayd, or stop it so that a newer one starts."))
-        }
+    /// The last message replayd sends on a connection it closes.
+    static func goodbye(_ error: ReplayError) -> ControlMessage {
+        // A goodbye of a code and a message always encodes.
+        .event((try? ControlEvent(GoodbyeEvent(error: error))) ?? ControlEvent(name: GoodbyeEvent.event))
     }
 }

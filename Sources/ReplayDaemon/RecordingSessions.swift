@@ -1,22 +1,50 @@
 package import ReplayIPC
 package import Logging
 import ReplayCapture
+import ReplayEngine
+import ReplayMedia
 import Foundation
 
-/// Owns the one system session: the state machine, the `ScreenRecorder`, its indicator and the
-/// task that runs it; and the connections that listen to it. Every `await` is followed by asking
-/// the state machine again.
+/// Which session a request is about. Sessions are keyed: the system recording (the person's, from
+/// the Control Center) is one slot; an app's own recordings, captures and clips, and broadcasts,
+/// are slots of their own kinds, keyed by their owner, each with its own life cycle.
+package struct SessionSlot: Hashable, Sendable, CustomStringConvertible {
+    package var kind: SessionStatus.Kind
+    /// The owning app's pid, or nil for the system's (the person's) sessions.
+    package var owner: Int32?
+
+    package init(kind: SessionStatus.Kind, owner: Int32? = nil) {
+        self.kind = kind
+        self.owner = owner
+    }
+
+    /// `replay record`: one at a time, for the whole screen.
+    package static let systemRecording = SessionSlot(kind: .recording)
+
+    package var description: String { owner.map { "\(kind) of pid \($0)" } ?? "system \(kind)" }
+}
+
+/// Owns replayd's sessions, keyed by `SessionSlot`: for each, its state machine, its
+/// `RecordingEngine`, its indicator, the task that runs it, and who waits for its end or listens
+/// to it; and the connections. Every `await` is followed by asking the slot's state machine again.
 package actor RecordingSessions {
     package typealias Outbox = AsyncStream<ControlMessage>.Continuation
+    private typealias StopWaiter = CheckedContinuation<Result<SessionStatus?, ReplayError>, Never>
+
+    /// One slot's session and what hangs on it.
+    private struct Slot {
+        var machine = SessionStateMachine()
+        var recorder: RecordingEngine?
+        var indicator: RecordingIndicator?
+        var runTask: Task<Void, Never>?
+        var stopWaiters: [StopWaiter] = []
+        /// Connections that receive this slot's status and end events.
+        var subscribers: Set<UInt64> = []
+    }
 
     private let logger: Logger
-    private var machine = SessionStateMachine()
-    private var recorder: ScreenRecorder?
-    private var indicator: RecordingIndicator?
-    private var runTask: Task<Void, Never>?
-    private var stopWaiters: [CheckedContinuation<ControlResponse, Never>] = []
+    private var slots: [SessionSlot: Slot] = [:]
     private var connections: [UInt64: Outbox] = [:]
-    private var subscribers: Set<UInt64> = []
     private var nextConnectionID: UInt64 = 1
     package private(set) var isShuttingDown = false
 
@@ -37,84 +65,114 @@ package actor RecordingSessions {
 
     package func unregister(_ id: UInt64) {
         connections[id] = nil
-        subscribers.remove(id)
+        for slot in slots.keys { slots[slot]?.subscribers.remove(id) }
     }
 
-    package func subscribe(_ id: UInt64) -> SessionStatus? {
-        if connections[id] != nil { subscribers.insert(id) }
-        return status()
+    package func subscribe(_ id: UInt64, to slot: SessionSlot = .systemRecording) -> SessionStatus? {
+        if connections[id] != nil { slots[slot, default: Slot()].subscribers.insert(id) }
+        return status(of: slot)
     }
 
     /// Ends every connection once what is queued for it has been written.
     package func closeAllConnections() {
         for outbox in connections.values { outbox.finish() }
         connections = [:]
-        subscribers = []
+        for slot in slots.keys { slots[slot]?.subscribers = [] }
     }
 
     /// True while a session exists or a client is connected (replayd must not leave by itself).
-    package var isBusy: Bool { !machine.isIdle || !connections.isEmpty }
+    package var isBusy: Bool { slots.values.contains { !$0.machine.isIdle } || !connections.isEmpty }
 
-    /// Sends the running session's status to subscribers (called about twice a second).
+    /// Sends each running session's status to its subscribers (called about twice a second).
     package func publishStatus() {
-        guard !subscribers.isEmpty, let status = status(), status.state == .running || status.state == .stopping else { return }
-        broadcast(.event(.status(status)))
+        for (slot, entry) in slots where !entry.subscribers.isEmpty {
+            guard let status = status(of: slot), status.state == .running || status.state == .stopping else { continue }
+            broadcast(StatusEvent(status: status), to: entry.subscribers)
+        }
     }
 
-    private func broadcast(_ message: ControlMessage) {
+    private func broadcast(_ event: some ControlEventBody, to subscribers: Set<UInt64>) {
+        guard let message = Self.message(event) else { return }
         for id in subscribers { connections[id]?.yield(message) }
+    }
+
+    private static func message(_ event: some ControlEventBody) -> ControlMessage? {
+        (try? ControlEvent(event)).map(ControlMessage.event)
+    }
+
+    // MARK: the requests this actor answers
+
+    /// Registers the system recording's requests.
+    package nonisolated func register(in router: inout ControlRouter) {
+        router.on(StartRecordingRequest.self) { [self] request, context throws(ReplayError) in
+            try await SessionAnswer(status: start(options: request.options, clientPID: context.peer.pid, connection: context.connection).get())
+        }
+        router.on(StopRecordingRequest.self) { [self] _, _ throws(ReplayError) in
+            try await SessionAnswer(status: stop().get())
+        }
+        router.on(StatusRequest.self) { [self] _, _ in
+            SessionAnswer(status: await status())
+        }
+        router.on(SetMicrophoneRequest.self) { [self] request, _ throws(ReplayError) in
+            try await SessionAnswer(status: setMicrophone(on: request.on).get())
+        }
+        router.on(SubscribeRequest.self) { [self] _, context in
+            SessionAnswer(status: await subscribe(context.connection))
+        }
     }
 
     // MARK: requests
 
-    package func start(options: RecordingOptions, clientPID: Int32, connection: UInt64?) async -> ControlResponse {
+    /// Starts the system recording (`replay record`).
+    package func start(options: RecordingOptions, clientPID: Int32, connection: UInt64?) async -> Result<SessionStatus?, ReplayError> {
+        let slot = SessionSlot.systemRecording
         guard !isShuttingDown else {
             return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
         }
-        if let error = Self.check(options) { return .failure(error) }
-        let session = SessionStateMachine.Session(id: Self.makeSessionID(), clientPID: clientPID,
+        do throws(ReplayError) { try options.validate() } catch { return .failure(error) }
+        let session = SessionStateMachine.Session(id: Self.makeSessionID(), kind: slot.kind, clientPID: clientPID,
                                                   options: options, startedAt: Date())
-        switch machine.startRequested(session) {
+        switch slots[slot, default: Slot()].machine.startRequested(session) {
         case .reject(let error):
             return .failure(error)
         case .prepare:
             break
         }
-        if let connection, connections[connection] != nil { subscribers.insert(connection) }
+        if let connection, connections[connection] != nil { slots[slot]?.subscribers.insert(connection) }
         var sessionLogger = logger
         sessionLogger[metadataKey: "session"] = "\(session.id)"
         sessionLogger.info("starting a recording", metadata: [
             "output": "\(options.outputPath)", "display": "\(options.display)", "client-pid": "\(clientPID)",
         ])
 
-        let prepared: ScreenRecorder
-        do {
-            prepared = try await ScreenRecorder.prepare(options: options, logger: sessionLogger)
+        let prepared: RecordingEngine
+        do throws(ReplayError) {
+            prepared = try await Self.prepare(options, logger: sessionLogger)
         } catch {
-            _ = machine.prepareFailed(id: session.id)
+            _ = slots[slot]?.machine.prepareFailed(id: session.id)
             sessionLogger.notice("the recording could not start: \(error.message)", metadata: ["code": "\(error.code)"])
-            resumeStopWaiters(.failure(error))
+            resumeStopWaiters(of: slot, .failure(error))
             return .failure(error)
         }
 
-        let action = machine.prepareSucceeded(id: session.id)
+        let action = slots[slot]?.machine.prepareSucceeded(id: session.id) ?? .discard
         guard action != .discard else {
             // Cannot happen while this actor is the only writer of the machine; finish the file anyway.
             prepared.stop()
             try? await prepared.run()
             return .failure(ReplayError(.internal, "the recording was abandoned while it started. Run the command again."))
         }
-        recorder = prepared
+        slots[slot]?.recorder = prepared
         if action == .beginAndStop { prepared.stop() }
 
         // The indicator, on the recorded display, left out of the frames.
-        do {
+        do throws(IndicatorError) {
             let indicator = try await RecordingIndicator.open(display: options.display, logger: sessionLogger) { [weak self] in
-                Task { await self?.stopFromIndicator(sessionID: session.id) }
+                Task { await self?.stopFromIndicator(slot: slot, sessionID: session.id) }
             }
-            if machine.current?.id == session.id {
+            if slots[slot]?.machine.current?.id == session.id {
                 prepared.exclude(window: indicator.windowID)
-                self.indicator = indicator
+                slots[slot]?.indicator = indicator
             } else {
                 await indicator.close()
             }
@@ -122,33 +180,33 @@ package actor RecordingSessions {
             sessionLogger.warning("no recording indicator: \(error.message)")
         }
 
-        runTask = Task { [prepared, sessionLogger] in
+        slots[slot]?.runTask = Task { [prepared, sessionLogger] in
             let failure = await Self.runToEnd(prepared)
-            await self.runEnded(sessionID: session.id, recorder: prepared, error: failure, logger: sessionLogger)
+            await self.runEnded(slot: slot, sessionID: session.id, recorder: prepared, error: failure, logger: sessionLogger)
         }
         sessionLogger.info("recording", metadata: ["size": "\(prepared.width)x\(prepared.height)", "encoder": "\(prepared.encoderName)"])
-        return .success(status())
+        return .success(status(of: slot))
     }
 
-    /// Stops the running session and answers once its file is finished.
-    package func stop() async -> ControlResponse {
-        switch machine.stopRequested() {
+    /// Stops the session in `slot` and answers once its file is finished.
+    package func stop(_ slot: SessionSlot = .systemRecording) async -> Result<SessionStatus?, ReplayError> {
+        switch slots[slot, default: Slot()].machine.stopRequested() {
         case .nothingRecording:
             return .failure(ReplayError(.noSession, "nothing is recording."))
         case .stopRecorder(let session):
             logger.info("stopping the recording", metadata: ["session": "\(session.id)"])
-            recorder?.stop()
+            slots[slot]?.recorder?.stop()
         case .waitForEnd:
             break
         }
-        return await withCheckedContinuation { stopWaiters.append($0) }
+        return await withCheckedContinuation { slots[slot, default: Slot()].stopWaiters.append($0) }
     }
 
-    package func setMicrophone(on: Bool) -> ControlResponse {
-        guard let session = machine.current else {
+    package func setMicrophone(on: Bool, in slot: SessionSlot = .systemRecording) -> Result<SessionStatus?, ReplayError> {
+        guard let session = slots[slot]?.machine.current else {
             return .failure(ReplayError(.noSession, "nothing is recording: start a recording with `replay record --mic`."))
         }
-        guard let recorder else {
+        guard let recorder = slots[slot]?.recorder else {
             return .failure(ReplayError(.badRequest, "the recording is still starting: try again in a moment."))
         }
         guard recorder.microphoneRecorded else {
@@ -156,49 +214,78 @@ package actor RecordingSessions {
         }
         recorder.setMicrophone(on: on)
         logger.info("microphone \(on ? "on" : "off")", metadata: ["session": "\(session.id)"])
-        return .success(status())
+        return .success(status(of: slot))
     }
 
-    /// What runs now, or nil.
-    package func status() -> SessionStatus? {
-        guard let session = machine.current, let state = machine.statusState else { return nil }
-        return makeStatus(session, state: state, recorder: recorder, error: nil)
+    /// What runs in `slot` now, or nil.
+    package func status(of slot: SessionSlot = .systemRecording) -> SessionStatus? {
+        guard let entry = slots[slot], let session = entry.machine.current, let state = entry.machine.statusState else { return nil }
+        return makeStatus(session, state: state, recorder: entry.recorder, error: nil)
     }
 
-    /// Stops what runs and waits for its file to be finished (SIGTERM, SIGINT, idle).
+    /// Every session there is, keyed by its slot.
+    package func allSessions() -> [SessionSlot: SessionStatus] {
+        slots.keys.reduce(into: [:]) { result, slot in result[slot] = status(of: slot) }
+    }
+
+    /// Stops every session and waits for their files to be finished (SIGTERM, SIGINT, idle).
     package func shutdown() async {
         isShuttingDown = true
-        if !machine.isIdle {
-            logger.notice("shutting down: finishing the recording first")
-            _ = await stop()
+        for (slot, entry) in slots where !entry.machine.isIdle {
+            logger.notice("shutting down: finishing the \(slot) first")
+            _ = await stop(slot)
         }
-        if let runTask { await runTask.value }
+        for entry in slots.values { if let runTask = entry.runTask { await runTask.value } }
     }
 
     // MARK: internals
 
-    /// Runs the recorder (off this actor) until it has finished the file.
-    private nonisolated static func runToEnd(_ recorder: ScreenRecorder) async -> ReplayError? {
-        do {
+    /// Opens the engine for `options`, then the file (last: nothing is left on disk when anything
+    /// before fails), and attaches the file to the engine.
+    private nonisolated static func prepare(_ options: RecordingOptions, logger: Logger) async throws(ReplayError) -> RecordingEngine {
+        let engine: RecordingEngine
+        do throws(EngineError) {
+            engine = try await RecordingEngine.prepare(configuration: EngineConfiguration(options), logger: logger)
+        } catch {
+            throw ReplayError(error)
+        }
+        let writer: MovieWriter
+        do throws(MediaError) {
+            writer = try MovieWriter(path: options.outputPath, logger: logger)
+        } catch {
+            throw ReplayError(error)
+        }
+        do throws(EngineError) {
+            try engine.attach(writer)
+        } catch {
+            unlink(options.outputPath)
+            throw ReplayError(error)
+        }
+        return engine
+    }
+
+    /// Runs the engine (off this actor) until it has finished the file.
+    private nonisolated static func runToEnd(_ recorder: RecordingEngine) async -> ReplayError? {
+        do throws(EngineError) {
             try await recorder.run()
             return nil
         } catch {
-            return error
+            return ReplayError(error)
         }
     }
 
-    private func stopFromIndicator(sessionID: String) async {
-        guard machine.current?.id == sessionID else { return }
+    private func stopFromIndicator(slot: SessionSlot, sessionID: String) async {
+        guard slots[slot]?.machine.current?.id == sessionID else { return }
         logger.info("the indicator was clicked", metadata: ["session": "\(sessionID)"])
-        _ = await stop()
+        _ = await stop(slot)
     }
 
-    private func runEnded(sessionID: String, recorder finished: ScreenRecorder, error: ReplayError?, logger: Logger) async {
-        guard case .sessionEnded(let session) = machine.runEnded(id: sessionID) else { return }
-        let indicator = self.indicator
-        self.indicator = nil
-        runTask = nil
-        recorder = nil
+    private func runEnded(slot: SessionSlot, sessionID: String, recorder finished: RecordingEngine, error: ReplayError?, logger: Logger) async {
+        guard case .sessionEnded(let session) = slots[slot]?.machine.runEnded(id: sessionID) else { return }
+        let indicator = slots[slot]?.indicator
+        slots[slot]?.indicator = nil
+        slots[slot]?.runTask = nil
+        slots[slot]?.recorder = nil
         let final = makeStatus(session, state: error == nil ? .finished : .failed, recorder: finished, error: error)
         if let error {
             logger.error("the recording ended with an error: \(error.message)", metadata: ["code": "\(error.code)"])
@@ -210,28 +297,28 @@ package actor RecordingSessions {
         }
         // Who hears of this session's end is decided now: a session started while the window
         // closes below has its own subscribers and stop waiters.
-        let audience = subscribers.compactMap { connections[$0] }
-        let waiters = stopWaiters
-        stopWaiters = []
+        let audience = slots[slot]?.subscribers ?? []
+        let waiters = slots[slot]?.stopWaiters ?? []
+        slots[slot]?.stopWaiters = []
         // The window is gone before anyone hears that the session ended.
         await indicator?.close()
-        for outbox in audience { outbox.yield(.event(.sessionEnded(final, error))) }
+        broadcast(SessionEndedEvent(status: final, error: error), to: audience)
         for waiter in waiters { waiter.resume(returning: .success(final)) }
     }
 
-    private func resumeStopWaiters(_ response: ControlResponse) {
-        let waiters = stopWaiters
-        stopWaiters = []
+    private func resumeStopWaiters(of slot: SessionSlot, _ response: Result<SessionStatus?, ReplayError>) {
+        let waiters = slots[slot]?.stopWaiters ?? []
+        slots[slot]?.stopWaiters = []
         for waiter in waiters { waiter.resume(returning: response) }
     }
 
     private func makeStatus(_ session: SessionStateMachine.Session, state: SessionStatus.State,
-                            recorder: ScreenRecorder?, error: ReplayError?) -> SessionStatus {
-        let statistics = recorder?.statistics() ?? RecordingStatistics()
+                            recorder: RecordingEngine?, error: ReplayError?) -> SessionStatus {
+        let statistics = recorder?.statistics() ?? EngineStatistics()
         // Until time zero (the sound sources are still coming up) the session is starting.
         let state = state == .running && recorder != nil && !statistics.capturing ? .starting : state
         return SessionStatus(
-            id: session.id, state: state, clientPID: session.clientPID, outputPath: session.options.outputPath,
+            id: session.id, kind: session.kind, state: state, clientPID: session.clientPID, outputPath: session.options.outputPath,
             display: session.options.display, width: recorder?.width ?? 0, height: recorder?.height ?? 0,
             framesPerSecond: session.options.framesPerSecond, elapsedSeconds: statistics.elapsedSeconds,
             framesWritten: statistics.framesWritten, framesDropped: statistics.framesDropped,
@@ -239,26 +326,6 @@ package actor RecordingSessions {
             microphoneRecorded: recorder?.microphoneRecorded ?? false,
             systemAudioRecorded: recorder?.systemAudioRecorded ?? false,
             encoder: recorder?.encoderName ?? "", warnings: recorder?.warnings ?? [], error: error)
-    }
-
-    /// What any client (not only `replay`, which checks the same first) must get right.
-    package static func check(_ options: RecordingOptions) -> ReplayError? {
-        guard options.outputPath.hasPrefix("/") else {
-            return ReplayError(.badRequest, "the output path \"\(options.outputPath)\" is not absolute: send an absolute path.")
-        }
-        guard (1...120).contains(options.framesPerSecond) else {
-            return ReplayError(.badRequest, "\(options.framesPerSecond) frames per second is outside 1...120.")
-        }
-        if let duration = options.durationSeconds, !(duration > 0 && duration.isFinite) {
-            return ReplayError(.badRequest, "a duration of \(duration) seconds: it must be a positive number.")
-        }
-        guard !options.display.isEmpty else {
-            return ReplayError(.noDisplay, "no X display: set DISPLAY or pass --display.")
-        }
-        if let region = options.region, region.width <= 0 || region.height <= 0 || region.x < 0 || region.y < 0 {
-            return ReplayError(.regionOutsideScreen, "the region \(region) is not a rectangle on the screen: give WxH+X+Y with positive sizes and offsets of 0 or more.")
-        }
-        return nil
     }
 
     private static func makeSessionID() -> String {

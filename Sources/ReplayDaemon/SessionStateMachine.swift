@@ -1,20 +1,23 @@
 package import ReplayIPC
 package import Foundation
 
-/// The life of the one system session: idle → starting → recording → stopping → idle.
+/// The life of the session in one slot (`SessionSlot`: the system recording, an app's recording…):
+/// idle → starting → recording → stopping → idle. One session at a time per slot.
 ///
 /// A value type with no I/O: each event returns what the owner (`RecordingSessions`) must do, so
 /// the owner re-checks the state after every `await` by feeding the outcome back in.
 package struct SessionStateMachine: Sendable {
     package struct Session: Sendable, Equatable {
         package var id: String
+        package var kind: SessionStatus.Kind
         /// From SO_PEERCRED of the connection that asked.
         package var clientPID: Int32
         package var options: RecordingOptions
         package var startedAt: Date
 
-        package init(id: String, clientPID: Int32, options: RecordingOptions, startedAt: Date) {
+        package init(id: String, kind: SessionStatus.Kind = .recording, clientPID: Int32, options: RecordingOptions, startedAt: Date) {
             self.id = id
+            self.kind = kind
             self.clientPID = clientPID
             self.options = options
             self.startedAt = startedAt

@@ -6,7 +6,9 @@ import Glibc
 #endif
 
 /// A client's connection to replayd: hello exchanged, requests matched to responses by id,
-/// unsolicited events on `events`. Used by the `replay` CLI (and later by the library).
+/// unsolicited events on `events` (a client looks for the ones it knows with `ControlEvent.decode`
+/// and ignores the rest). Used by the `replay` CLI (and later by the library). Its public API shows
+/// no NIO type.
 ///
 /// Opened with `withConnection`, which owns the reading task and closes the socket when the body
 /// returns.
@@ -81,9 +83,28 @@ public final class ControlConnection: Sendable {
         }
     }
 
-    /// Sends one request and waits for its response: the status it carries (nil: nothing is
-    /// recording), or the `ReplayError` replayd answered.
-    public func request(_ request: ControlRequest) async throws(ReplayError) -> SessionStatus? {
+    /// Sends one request and waits for its answer, or the `ReplayError` replayd answered.
+    public func request<Method: ControlMethod>(_ method: Method) async throws(ReplayError) -> Method.Answer {
+        let request: ControlRequest
+        do throws(ControlCodecError) {
+            request = try ControlRequest(method)
+        } catch {
+            throw ReplayError(.internal, "cannot encode the request \(Method.method): \(error.message)")
+        }
+        switch try await send(request) {
+        case .success(let payload):
+            do throws(ControlCodecError) {
+                return try payload.decode(Method.Answer.self)
+            } catch {
+                throw ReplayError(.protocolMismatch, "replayd's answer to \(Method.method) is not what this client expects (\(error.message)): is replayd of another version?")
+            }
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    /// Sends one request as it is and waits for its response.
+    public func send(_ request: ControlRequest) async throws(ReplayError) -> ControlResponse {
         let promise = eventLoop.makePromise(of: ControlResponse.self)
         let registered: Result<UInt64, ReplayError> = state.withLock { state in
             if let closed = state.closed { return .failure(closed) }
@@ -106,10 +127,9 @@ public final class ControlConnection: Sendable {
             if let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) { pending.fail(failure) }
             throw failure
         }
-        let response: ControlResponse
         do {
             // Cancelling the waiting task stops waiting (the response, if it comes, is dropped).
-            response = try await withTaskCancellationHandler {
+            return try await withTaskCancellationHandler {
                 try await promise.futureResult.get()
             } onCancel: {
                 if let pending = state.withLock({ $0.pending.removeValue(forKey: id) }) { pending.fail(CancellationError()) }
@@ -120,10 +140,6 @@ public final class ControlConnection: Sendable {
             throw error
         } catch {
             throw ReplayError(.daemonUnavailable, "lost replayd: \(error).")
-        }
-        switch response {
-        case .success(let status): return status
-        case .failure(let error): throw error
         }
     }
 
@@ -142,7 +158,7 @@ public final class ControlConnection: Sendable {
                 case .response(let id, let response):
                     state.withLock { $0.pending.removeValue(forKey: id) }?.succeed(response)
                 case .event(let event):
-                    if case .goodbye(let error) = event { ending = error }
+                    if let goodbye = event.decode(GoodbyeEvent.self) { ending = goodbye.error }
                     eventsContinuation.yield(event)
                 case .request:
                     break  // replayd sends no requests

@@ -7,9 +7,6 @@ import Glibc
 /// session of its own (setsid), stdin from /dev/null, stdout and stderr appended to its log, and
 /// wait for the socket to answer.
 public enum DaemonLauncher {
-    /// glibc's `POSIX_SPAWN_SETSID` (2.26+), hidden from Swift behind `__USE_GNU`.
-    private static let spawnSetSID: Int16 = 0x80
-
     /// True when something accepts connections on `socketPath` now.
     public static func isListening(socketPath: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -66,25 +63,8 @@ public enum DaemonLauncher {
     }
 
     private static func spawn(_ executable: String, arguments: [String], log: String) throws(ReplayError) -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, spawnSetSID)
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
-        guard result == 0 else {
-            throw ReplayError(.daemonUnavailable, "cannot start \(executable): \(String(cString: strerror(result))).")
-        }
-        return pid
+        try Spawn.start(executable, arguments: arguments, standardOutput: .file(log, append: true),
+                        standardError: .standardOutput, group: .newSession)
     }
 
     private static func lastLine(of path: String) -> String? {

@@ -85,3 +85,37 @@ public enum EncoderChoice: String, Codable, Sendable, CaseIterable {
     case x264
     case vaapi
 }
+
+// MARK: - One validation, for `replay` and for replayd
+
+extension RecordingOptions {
+    /// The checks `replay record` makes before it asks and replayd makes of any client: the frame
+    /// rate, the duration, the region's offsets and the display. Messages name `replay record`'s flags.
+    public static func check(framesPerSecond: Int, durationSeconds: Double?, region: Region?, display: String?) throws(ReplayError) {
+        guard (1...120).contains(framesPerSecond) else {
+            throw ReplayError(.badRequest, "--fps must be between 1 and 120, not \(framesPerSecond).")
+        }
+        if let duration = durationSeconds, !(duration > 0 && duration.isFinite) {
+            throw ReplayError(.badRequest, "--duration must be a positive number of seconds, not \(duration).")
+        }
+        if let region {
+            guard region.width > 0, region.height > 0 else {
+                throw ReplayError(.regionOutsideScreen, "--region \(region) has no area: give a width and a height of 1 or more.")
+            }
+            guard region.x >= 0, region.y >= 0 else {
+                throw ReplayError(.regionOutsideScreen, "--region \"\(region)\" starts left of or above the screen: the offsets must be 0 or more.")
+            }
+        }
+        guard let display, !display.isEmpty else {
+            throw ReplayError(.noDisplay, "no X display: set DISPLAY or pass --display (for example --display :0).")
+        }
+    }
+
+    /// Everything replayd needs to be true of a request: the checks above, and an absolute output path.
+    public func validate() throws(ReplayError) {
+        guard outputPath.hasPrefix("/") else {
+            throw ReplayError(.badRequest, "the output path \"\(outputPath)\" is not absolute: send an absolute path.")
+        }
+        try Self.check(framesPerSecond: framesPerSecond, durationSeconds: durationSeconds, region: region, display: display)
+    }
+}

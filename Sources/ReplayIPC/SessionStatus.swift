@@ -1,6 +1,20 @@
 /// What a running (or just finished) session reports: `replay status`, the live status line.
 public struct SessionStatus: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable { case recording }
+    /// What kind of session: open, so that a client meets new kinds (app recordings, captures,
+    /// clips, broadcasts) without a decoding error.
+    public struct Kind: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(rawValue)
+        }
+        public var description: String { rawValue }
+
+        /// The system recording: the whole screen (or a region) for the person at the desktop.
+        public static let recording = Kind(rawValue: "recording")
+    }
     public enum State: String, Codable, Sendable { case starting, running, stopping, finished, failed }
 
     public var id: String

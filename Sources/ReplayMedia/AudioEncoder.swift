@@ -1,4 +1,5 @@
 import CFFmpeg
+import ReplayFFmpeg
 package import Logging
 
 /// AAC-LC through libavcodec's native encoder: 48 kHz stereo, blocks of `frameSize` samples.
@@ -49,9 +50,25 @@ package final class AudioEncoder: @unchecked Sendable {
         av_packet_free(&p)
     }
 
+    /// The track this encoder's packets make, for a destination to add.
+    package func trackFormat(name: String) -> TrackFormat {
+        TrackFormat(kind: .audio, name: name, codec: context, timeBase: context.pointee.time_base)
+    }
+
     /// Encodes one block of `frameSize` interleaved stereo samples starting at sample `pts`, or
-    /// flushes when `interleaved` is nil; packets (times in samples) go to `deliver`.
-    func encode(_ interleaved: UnsafeBufferPointer<Float>?, pts: Int64,
+    /// flushes when `interleaved` is nil, and hands the packets (times in samples) to `outputs`.
+    ///
+    /// The priming packet (before the first sample) has nothing of ours and a negative time: it is
+    /// left out, so that every track of a recording starts at the same zero without edit lists.
+    package func encode(_ interleaved: UnsafeBufferPointer<Float>?, pts: Int64, to outputs: TrackOutputs) throws(MediaError) {
+        let timeBase = context.pointee.time_base
+        try encode(interleaved, pts: pts) { packet throws(MediaError) in
+            guard packet.pointee.pts >= 0 else { return }
+            try outputs.write(EncodedPacket(packet: packet, timeBase: timeBase, defaultDuration: 0))
+        }
+    }
+
+    private func encode(_ interleaved: UnsafeBufferPointer<Float>?, pts: Int64,
                         deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
         var status: Int32
         if let interleaved {

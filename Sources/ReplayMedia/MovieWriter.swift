@@ -1,4 +1,5 @@
 import CFFmpeg
+import ReplayFFmpeg
 public import Logging
 import Synchronization
 #if canImport(Glibc)
@@ -11,12 +12,11 @@ import Glibc
 /// fragment.
 ///
 /// Called from the video and audio encoder threads: one lock serialises them (the muxer is not
-/// thread-safe), which is why this class is `@unchecked Sendable`.
-public final class MovieWriter: @unchecked Sendable {
-    public struct TrackID: Hashable, Sendable { let index: Int32 }
-
+/// thread-safe), which is why this class is `@unchecked Sendable`: every mutable property and the
+/// `FormatOutput` are touched only under `lock`.
+public final class MovieWriter: MediaDestination, @unchecked Sendable {
     public let path: String
-    private let context: UnsafeMutablePointer<AVFormatContext>
+    private let output: FormatOutput
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
     private var decodeTimes: [Int64] = []   // the last decode time written to each track (-1: none yet)
@@ -25,6 +25,7 @@ public final class MovieWriter: @unchecked Sendable {
     private var failure: MediaError?
     private let logger: Logger
     private let bytes = Atomic<Int64>(0)
+    private let fragmentDurationMicroseconds: Int64
 
     /// Creates the file, which must not exist yet (mode 0600: a recording is private).
     public init(path: String, fragmentDuration: Double = 0.25, logger: Logger) throws(MediaError) {
@@ -34,83 +35,65 @@ public final class MovieWriter: @unchecked Sendable {
         guard fd >= 0 else {
             let code = errno
             if code == EEXIST {
-                throw MediaError(.outputExists, "\(path) already exists: choose another name with -o, or remove it")
+                throw MediaError(.outputExists, "\(path) already exists")
             }
-            throw MediaError(.outputNotWritable, "cannot create \(path): \(String(cString: strerror(code))); choose a folder you can write to with -o")
+            throw MediaError(.outputNotWritable, "cannot create \(path): \(String(cString: strerror(code)))")
         }
         close(fd)
-        var context: UnsafeMutablePointer<AVFormatContext>?
-        let status = avformat_alloc_output_context2(&context, nil, "mp4", path)
-        guard status >= 0, let context else {
+        do throws(FFmpegError) {
+            output = try FormatOutput(format: "mp4", target: .url(path))
+        } catch {
             unlink(path)
-            throw MediaError(.writeFailed, "cannot set up the MP4 muxer: \(AVErrorCode(rawValue: status))")
+            throw MediaError(.writeFailed, "cannot set up the MP4 muxer: \(error.text)")
         }
-        self.context = context
-        self.fragmentDurationMicroseconds = Int64(fragmentDuration * 1_000_000)
-        context.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
+        fragmentDurationMicroseconds = Int64(fragmentDuration * 1_000_000)
+        output.context.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
         // Our timestamps are never negative (the AAC priming packet is left out): the muxer must not
         // shift them by the first packet it happens to see, which would move one track against the other.
-        context.pointee.avoid_negative_ts = AVFMT_AVOID_NEG_TS_DISABLED
+        output.context.pointee.avoid_negative_ts = AVFMT_AVOID_NEG_TS_DISABLED
     }
 
-    private let fragmentDurationMicroseconds: Int64
-
-    deinit {
-        if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
-        avformat_free_context(context)
-    }
-
-    /// Adds a track carrying what `encoder` produces. Before `start()`.
+    /// Adds a track carrying what `format` describes. Before `start()`.
     /// A video track counts time in half frame ticks at least: a B-frame's decode time falls between
     /// two ticks at the start (see `write`).
-    /// `name` is the track's handler name, what players list for it ("Screen", "Microphone").
-    package func addTrack(for encoder: VideoEncoder, name: String) -> TrackID {
-        let tick = encoder.context.pointee.time_base
-        return addTrack(codec: encoder.context, timeBase: AVRational(num: tick.num, den: tick.den * 2), name: name)
-    }
-    package func addTrack(for encoder: AudioEncoder, name: String) -> TrackID {
-        addTrack(codec: encoder.context, timeBase: encoder.context.pointee.time_base, name: name)
-    }
-
-    private func addTrack(codec: UnsafeMutablePointer<AVCodecContext>, timeBase: AVRational, name: String) -> TrackID {
-        lock.withLock { _ in
+    package func addTrack(_ format: TrackFormat) throws(MediaError) -> Int {
+        let timeBase = format.kind == .video ? AVRational(num: format.timeBase.num, den: format.timeBase.den * 2) : format.timeBase
+        return try lock.withLock { _ throws(MediaError) in
             precondition(!started, "tracks are added before the movie starts")
-            guard let stream = avformat_new_stream(context, nil) else { fatalError("out of memory adding a track") }
-            avcodec_parameters_from_context(stream.pointee.codecpar, codec)
-            stream.pointee.time_base = timeBase
-            av_dict_set(&stream.pointee.metadata, "handler_name", name, 0)
-            timeBases.append(timeBase)   // the muxer may change it (`start`)
-            decodeTimes.append(-1)
-            return TrackID(index: stream.pointee.index)
+            do throws(FFmpegError) {
+                let index = try output.addStream(timeBase: timeBase, handlerName: format.name) { parameters in
+                    avcodec_parameters_from_context(parameters, format.codec)
+                }
+                timeBases.append(timeBase)   // the muxer may change it (`start`)
+                decodeTimes.append(-1)
+                return Int(index)
+            } catch {
+                throw MediaError(.writeFailed, "cannot add the track \(format.name): \(error.text)")
+            }
         }
     }
 
     /// Opens the file and writes the header.
     public func start() throws(MediaError) {
         try lock.withLock { _ throws(MediaError) in
-            var status = avio_open(&context.pointee.pb, path, AVIO_FLAG_WRITE)
-            guard status >= 0 else {
-                throw MediaError(.outputNotWritable, "cannot open \(path) for writing: \(AVErrorCode(rawValue: status))")
+            do throws(FFmpegError) {
+                try output.writeHeader(options: [
+                    ("movflags", "frag_keyframe+empty_moov+default_base_moof"),
+                    ("frag_duration", String(fragmentDurationMicroseconds)),
+                    // Both tracks start at zero on the one media clock: no edit list is needed.
+                    ("use_editlist", "0"),
+                ])
+            } catch {
+                throw mediaError(error, doing: "writing the movie header")
             }
-            var options: OpaquePointer?
-            defer { av_dict_free(&options) }
-            av_dict_set(&options, "movflags", "frag_keyframe+empty_moov+default_base_moof", 0)
-            av_dict_set(&options, "frag_duration", String(fragmentDurationMicroseconds), 0)
-            // Both tracks start at zero on the one media clock: no edit list is needed.
-            av_dict_set(&options, "use_editlist", "0", 0)
-            status = avformat_write_header(context, &options)
-            guard status >= 0 else { throw mediaError(status, doing: "writing the movie header") }
             // The muxer may have changed the track time bases.
-            for i in 0..<Int(context.pointee.nb_streams) {
-                timeBases[i] = context.pointee.streams[i]!.pointee.time_base
-            }
-            avio_flush(context.pointee.pb)
+            for i in 0..<output.streamCount { timeBases[i] = output.timeBase(of: Int32(i)) }
             started = true
-            bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+            bytes.store(output.position, ordering: .relaxed)
         }
     }
 
-    /// Writes one encoded packet whose times are in `timeBase` units (the encoder's).
+    /// Writes one encoded packet of `track`.
     ///
     /// A track's decode times start at zero and rise at least one unit of its time base per packet
     /// (a no-op for sound, whose packets decode when they play). With B-frames libx264 dates its
@@ -122,27 +105,28 @@ public final class MovieWriter: @unchecked Sendable {
     /// shortened by as much (1 unit, then a tick less 1 unit), so that a fragment ending after it
     /// does not overlap the next packet: libavformat would move that one and drop its presentation
     /// time.
-    func write(_ packet: UnsafeMutablePointer<AVPacket>, to track: TrackID, timeBase: AVRational, defaultDuration: Int64 = 0) throws(MediaError) {
+    package func write(_ encoded: EncodedPacket, track: Int) throws(MediaError) {
+        let packet = encoded.packet
         // A packet with its duration set spares the muxer a guess at each fragment's end.
-        if packet.pointee.duration == 0 { packet.pointee.duration = defaultDuration }
+        if packet.pointee.duration == 0 { packet.pointee.duration = encoded.defaultDuration }
         try mux {
-            packet.pointee.stream_index = track.index
-            av_packet_rescale_ts(packet, timeBase, timeBases[Int(track.index)])
-            let earliest = decodeTimes[Int(track.index)] + 1
+            packet.pointee.stream_index = Int32(track)
+            av_packet_rescale_ts(packet, encoded.timeBase, timeBases[track])
+            let earliest = decodeTimes[track] + 1
             if packet.pointee.dts < earliest {
                 // Raised: the next packet may decode as soon as a tick after the encoder's time, so
                 // this one must end by then (a fragment that ends here must not overlap the next).
                 packet.pointee.duration = max(1, packet.pointee.duration - (earliest - packet.pointee.dts))
                 packet.pointee.dts = earliest
             }
-            decodeTimes[Int(track.index)] = packet.pointee.dts
+            decodeTimes[track] = packet.pointee.dts
             return packet
         }
     }
 
     /// Cuts the fragment now (rather than when the next packet is a fragment's length later) and
     /// puts it on disk: on a still screen the next packet may be seconds away.
-    package func flushFragment() throws(MediaError) {
+    package func flush() throws(MediaError) {
         try mux { nil }
     }
 
@@ -158,16 +142,16 @@ public final class MovieWriter: @unchecked Sendable {
             // libavformat starts a fragment where the last packet of the one before ended (its time
             // plus its duration, one tick): on a screen that was still, the first picture after the
             // pause would show that much too early.
-            if packet != nil { av_opt_set(context.pointee.priv_data, "movflags", "+frag_discont", 0) }
-            let status = av_write_frame(context, packet)
-            let ioError = context.pointee.pb.pointee.error
-            if status < 0 || ioError < 0 {
-                let error = mediaError(ioError < 0 ? ioError : status, doing: "writing the movie")
-                failure = error
-                throw error
+            if packet != nil { av_opt_set(output.context.pointee.priv_data, "movflags", "+frag_discont", 0) }
+            do throws(FFmpegError) {
+                try output.write(packet)
+            } catch {
+                let failure = mediaError(error, doing: "writing the movie")
+                self.failure = failure
+                throw failure
             }
-            if packet == nil { avio_flush(context.pointee.pb) }
-            bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+            if packet == nil { output.flush() }
+            bytes.store(output.position, ordering: .relaxed)
         }
     }
 
@@ -179,50 +163,25 @@ public final class MovieWriter: @unchecked Sendable {
             finished = true
             var result: MediaError? = failure
             if started, failure == nil {
-                let status = av_write_trailer(context)
-                if status < 0 || context.pointee.pb.pointee.error < 0 {
-                    let code = status < 0 ? status : context.pointee.pb.pointee.error
-                    result = mediaError(code, doing: "finishing the movie")
+                do throws(FFmpegError) {
+                    try output.writeTrailer()
+                } catch {
+                    result = mediaError(error, doing: "finishing the movie")
                 }
-                bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
+                bytes.store(output.position, ordering: .relaxed)
             }
-            if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
+            output.close()
             if let result { throw result }
-        }
-    }
-
-    /// Encodes one picture stamped with its frame tick (or flushes, with nil) and writes what comes out to `track`.
-    /// Returns the latest tick written (the encoder holds frames for its look-ahead), nil if none came out.
-    @discardableResult
-    package func encode(_ frame: VideoFrame?, pts: Int64, with encoder: VideoEncoder, to track: TrackID) throws(MediaError) -> Int64? {
-        let timeBase = encoder.context.pointee.time_base
-        var latest: Int64?
-        try encoder.encode(frame, pts: pts) { packet throws(MediaError) in
-            latest = max(latest ?? .min, packet.pointee.pts)
-            try write(packet, to: track, timeBase: timeBase, defaultDuration: 1)
-        }
-        return latest
-    }
-
-    /// Encodes one block of interleaved stereo samples (or flushes, with nil) and writes it to `track`.
-    package func encode(_ samples: UnsafeBufferPointer<Float>?, pts: Int64, with encoder: AudioEncoder, to track: TrackID) throws(MediaError) {
-        let timeBase = encoder.context.pointee.time_base
-        try encoder.encode(samples, pts: pts) { packet throws(MediaError) in
-            // The priming packet (before the first sample) has nothing of ours and a negative time: an
-            // MP4 without edit lists cannot place it, so both tracks simply start at the same zero.
-            guard packet.pointee.pts >= 0 else { return }
-            try write(packet, to: track, timeBase: timeBase)
         }
     }
 
     /// Bytes in the file so far.
     public var bytesWritten: Int64 { bytes.load(ordering: .relaxed) }
 
-    private func mediaError(_ status: Int32, doing what: String) -> MediaError {
-        let code = AVErrorCode(rawValue: status)
-        if code.isDiskFull {
-            return MediaError(.diskFull, "the disk is full: the recording stopped at \(path) (it plays up to there); free some space or record to another disk with -o")
+    private func mediaError(_ error: FFmpegError, doing what: String) -> MediaError {
+        if error.avErrorCode.isDiskFull {
+            return MediaError(.diskFull, "the disk is full: the recording stopped at \(path) (it plays up to there)")
         }
-        return MediaError(.writeFailed, "\(what) failed for \(path): \(code)")
+        return MediaError(.writeFailed, "\(what) failed for \(path): \(error.text)")
     }
 }

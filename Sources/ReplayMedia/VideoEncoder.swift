@@ -1,5 +1,6 @@
 import CFFmpeg
 import CYUV
+import ReplayFFmpeg
 package import Logging
 #if canImport(Glibc)
 import Glibc
@@ -65,7 +66,7 @@ package final class VideoEncoder: @unchecked Sendable {
     package init(settings: VideoEncoderSettings, renderNode: String? = nil, logger: Logger) throws(MediaError) {
         let codecName = settings.backend == .vaapi ? "h264_vaapi" : "libx264"
         guard let codec = avcodec_find_encoder_by_name(codecName) else {
-            throw MediaError(.encoderUnavailable, "this FFmpeg has no \(codecName) encoder; install libavcodec with \(codecName) or choose another --encoder")
+            throw MediaError(.encoderUnavailable, "this FFmpeg has no \(codecName) encoder")
         }
         guard let context = avcodec_alloc_context3(codec), let packet = av_packet_alloc() else {
             fatalError("out of memory allocating the H.264 encoder")
@@ -97,7 +98,7 @@ package final class VideoEncoder: @unchecked Sendable {
         defer { av_dict_free(&options) }
         if settings.backend == .vaapi {
             guard let node = renderNode else {
-                throw MediaError(.encoderUnavailable, "no working VA-API render node; use --encoder x264 or auto")
+                throw MediaError(.encoderUnavailable, "no working VA-API render node")
             }
             try openVAAPI(node: node, options: &options)
         } else {
@@ -173,10 +174,27 @@ package final class VideoEncoder: @unchecked Sendable {
     /// over half the screen), hence three quarters.
     static let bidirectionalShare = 0.75
 
+    /// The track this encoder's packets make, for a destination to add.
+    package func trackFormat(name: String) -> TrackFormat {
+        TrackFormat(kind: .video, name: name, codec: context, timeBase: context.pointee.time_base)
+    }
+
     /// Encodes one picture stamped `pts` (its frame tick), or flushes when `frame` is nil, and hands
-    /// every packet that comes out to `deliver` (packet times in frame ticks).
-    func encode(_ frame: VideoFrame?, pts: Int64,
-                deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+    /// every packet that comes out to `outputs` (packet times in frame ticks). Returns the latest
+    /// tick that came out (the encoder holds pictures for its look-ahead), nil when none did.
+    @discardableResult
+    package func encode(_ frame: VideoFrame?, pts: Int64, to outputs: TrackOutputs) throws(MediaError) -> Int64? {
+        let timeBase = context.pointee.time_base
+        var latest: Int64?
+        try encode(frame, pts: pts) { packet throws(MediaError) in
+            latest = max(latest ?? .min, packet.pointee.pts)
+            try outputs.write(EncodedPacket(packet: packet, timeBase: timeBase, defaultDuration: 1))
+        }
+        return latest
+    }
+
+    private func encode(_ frame: VideoFrame?, pts: Int64,
+                        deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
         var status: Int32
         if let frame {
             let input = try prepareInput(frame)

@@ -1,4 +1,5 @@
 public import Foundation
+import ReplayIPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,39 +59,18 @@ public final class BackgroundProcess: @unchecked Sendable {
         self.executable = path
         self.arguments = arguments
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputURL.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, errorURL.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t(), allSignals = sigset_t()
-        sigemptyset(&noSignals)
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-
         let environment = environment ?? ProcessInfo.processInfo.environment
         // A working directory through `env --chdir` (posix_spawn's chdir action is a GNU extension
         // the Swift Glibc module does not show).
         let command = workingDirectory.map { ["/usr/bin/env", "--chdir=\($0)", path] } ?? [path]
-        let argv = (command + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, command[0], &actions, &attributes, argv, envp)
-        guard rc == 0 else {
+        let child: pid_t
+        do throws(ReplayError) {
+            child = try Spawn.start(command[0], arguments: Array(command.dropFirst()) + arguments, environment: environment,
+                                    standardOutput: .file(outputURL.path, append: false),
+                                    standardError: .file(errorURL.path, append: false), group: .newProcessGroup)
+        } catch {
             try? FileManager.default.removeItem(at: directory)
-            throw HarnessError("cannot start \(path): \(String(cString: strerror(rc)))")
+            throw HarnessError("cannot start \(path): \(error.message)")
         }
         pid = child
     }

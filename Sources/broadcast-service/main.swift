@@ -2,6 +2,7 @@ import ArgumentParser
 import BroadcastService
 import Foundation
 import Logging
+import ReplayFFmpeg
 
 /// `broadcast-service`: the reference broadcast service, and its administration.
 @main
@@ -56,7 +57,7 @@ struct Serve: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
-        FFmpegLogging.route()
+        FFmpegLog.route(to: Logger(label: "openreplaykit.service.ffmpeg"))
         let logger = Logger(label: "openreplaykit.service")
         try await BroadcastServer.run(
             configuration: .init(host: host, port: port, rtmpPort: rtmpPort, database: database.location, bcryptCost: bcryptCost,

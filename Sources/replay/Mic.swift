@@ -24,7 +24,7 @@ struct Mic: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors {
             let status: SessionStatus?? = try await Daemon.withConnection(start: false) { connection in
-                try await connection.request(.setMicrophone(on: setting == .on))
+                try await connection.request(.setMicrophone(on: setting == .on)).status
             }
             guard status != nil else {
                 throw fail("nothing is recording: start a recording with `replay record --mic`.")

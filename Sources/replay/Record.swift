@@ -80,19 +80,17 @@ struct Record: AsyncParsableCommand {
     }
 
     func validate() throws {
-        guard (1...120).contains(fps) else {
-            throw ValidationError("--fps must be between 1 and 120, not \(fps).")
-        }
-        if let duration, !(duration > 0 && duration.isFinite) {
-            throw ValidationError("--duration must be a positive number of seconds, not \(duration).")
-        }
+        var parsedRegion: Region?
         if let region {
             guard let parsed = Region(geometry: region) else {
                 throw ValidationError("--region \"\(region)\" is not WxH+X+Y: write for example 1280x720+0+0 (width x height + left + top, in pixels).")
             }
-            guard parsed.x >= 0, parsed.y >= 0 else {
-                throw ValidationError("--region \"\(region)\" starts left of or above the screen: the offsets must be 0 or more.")
-            }
+            parsedRegion = parsed
+        }
+        do throws(ReplayError) {
+            try RecordingOptions.check(framesPerSecond: fps, durationSeconds: duration, region: parsedRegion, display: resolvedDisplay)
+        } catch {
+            throw ValidationError(error.message)
         }
         guard Quality(rawValue: quality) != nil else {
             throw ValidationError("unknown --quality \"\(quality)\": use low, medium or high.")
@@ -102,9 +100,6 @@ struct Record: AsyncParsableCommand {
         }
         if let output, output.isEmpty || output.hasSuffix("/") {
             throw ValidationError("-o needs a file name, not a folder: write for example -o ~/Videos/demo.mp4.")
-        }
-        guard resolvedDisplay != nil else {
-            throw ValidationError("no X display: set DISPLAY or pass --display (for example --display :0).")
         }
     }
 
@@ -140,7 +135,7 @@ struct Record: AsyncParsableCommand {
 
     private func record(_ options: RecordingOptions, connection: ControlConnection,
                         signals: SignalEvents) async throws -> (SessionStatus?, ReplayError?) {
-        let started = try await connection.request(.startRecording(options))
+        let started = try await connection.request(.startRecording(options)).status
         for warning in started?.warnings ?? [] { printError("replay: warning: \(warning)") }
         let line = StatusLine(enabled: isatty(2) == 1)
         if let started { line.show(started) }
@@ -163,16 +158,16 @@ struct Record: AsyncParsableCommand {
             }
             var result: (SessionStatus?, ReplayError?) = (nil, ReplayError(.daemonUnavailable,
                 "replayd stopped during the recording (its log: \(ControlPaths.forCurrentUser().logFile), or `journalctl --user -u replayd` when systemd runs it). The file holds what was written until then."))
-            events: for await event in connection.events {
-                switch event {
-                case .status(let status):
-                    line.show(status)
-                case .sessionEnded(let status, let error):
-                    result = (status, error)
-                    break events
-                case .goodbye(let error):
-                    result = (nil, error)
-                    break events
+            // The events this command knows; others (from a newer replayd) are ignored.
+            for await event in connection.events {
+                if let update = event.decode(StatusEvent.self) {
+                    line.show(update.status)
+                } else if let ended = event.decode(SessionEndedEvent.self) {
+                    result = (ended.status, ended.error)
+                    break
+                } else if let goodbye = event.decode(GoodbyeEvent.self) {
+                    result = (nil, goodbye.error)
+                    break
                 }
             }
             group.cancelAll()

@@ -20,7 +20,7 @@ struct Status: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors {
             let status: SessionStatus?? = try await Daemon.withConnection(start: false) { connection in
-                try await connection.request(.status)
+                try await connection.request(.status).status
             }
             guard let status = status ?? nil else {
                 printOutput(json ? #"{"state":"idle"}"# : "nothing is recording")

@@ -17,7 +17,7 @@ struct Stop: AsyncParsableCommand {
         try await reportingErrors {
             let outcome: SessionStatus?? = try await Daemon.withConnection(start: false) { connection in
                 do {
-                    return try await connection.request(.stopRecording)
+                    return try await connection.request(.stopRecording).status
                 } catch let error as ReplayError where error.code == .noSession {
                     return nil
                 }

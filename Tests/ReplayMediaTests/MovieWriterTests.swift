@@ -37,17 +37,18 @@ import ReplayTesting
         let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
         let audio = try AudioEncoder(logger: logger)
         let writer = try MovieWriter(path: path, logger: logger)
-        let videoTrack = writer.addTrack(for: video, name: "Screen")
-        let audioTrack = writer.addTrack(for: audio, name: "System sound")
+        var videoTrack = TrackOutputs(), audioTrack = TrackOutputs()
+        videoTrack.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
+        audioTrack.add(writer, track: try writer.addTrack(audio.trackFormat(name: "System sound")))
         try writer.start()
 
         let frame = VideoFrame(width: width, height: height)
         let pixels = picture(width: width, height: height)
         pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
         for index in 0..<(2 * fps) {
-            try writer.encode(frame, pts: Int64(index), with: video, to: videoTrack)
+            try video.encode(frame, pts: Int64(index), to: videoTrack)
         }
-        try writer.encode(nil as VideoFrame?, pts: 0, with: video, to: videoTrack)
+        try video.encode(nil, pts: 0, to: videoTrack)
 
         var samples = [Float](repeating: 0, count: audio.frameSize * 2)
         var position: Int64 = 0
@@ -57,10 +58,10 @@ import ReplayTesting
                 samples[2 * i] = value
                 samples[2 * i + 1] = value
             }
-            try samples.withUnsafeBufferPointer { try writer.encode($0, pts: position, with: audio, to: audioTrack) }
+            try samples.withUnsafeBufferPointer { try audio.encode($0, pts: position, to: audioTrack) }
             position += Int64(audio.frameSize)
         }
-        try writer.encode(nil as UnsafeBufferPointer<Float>?, pts: 0, with: audio, to: audioTrack)
+        try audio.encode(nil, pts: 0, to: audioTrack)
         try writer.finish()
 
         let probe = try await MediaProbe.probe(path)
@@ -83,6 +84,36 @@ import ReplayTesting
         #expect(!tone.isPresent(frequency: 3000))
     }
 
+    /// One encoder feeding two destinations (as one capture feeds a file and a stream): each gets
+    /// every packet with its own times, and both movies hold the same pictures.
+    @Test func oneEncoderFeedsTwoDestinations() async throws {
+        let first = temporaryPath("first.mp4"), second = temporaryPath("second.mp4")
+        defer {
+            for path in [first, second] { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        }
+        let (width, height, fps) = (320, 240, 30)
+        let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
+        var outputs = TrackOutputs()
+        let writers = try [first, second].map { try MovieWriter(path: $0, logger: logger) }
+        for writer in writers { outputs.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen"))) }
+        for writer in writers { try writer.start() }
+        let frame = VideoFrame(width: width, height: height)
+        let pixels = picture(width: width, height: height)
+        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        // Ticks with gaps, as a capture that skips a still screen makes them.
+        let ticks: [Int64] = (0..<20).map { Int64($0) } + [25, 26, 40, 41, 42, 59]
+        for tick in ticks { try video.encode(frame, pts: tick, to: outputs) }
+        try video.encode(nil, pts: 0, to: outputs)
+        for writer in writers { try writer.finish() }
+        for path in [first, second] {
+            let pictures = try await MediaProbe.videoPictures(path)
+            #expect(pictures.map { Int64(($0.time * Double(fps)).rounded()) } == ticks, "\(path)")
+            let decoded = try await FrameDecoder.frame(at: 0.5, in: path)
+            let left = decoded.pixel(x: width / 4, y: height / 2)
+            #expect(left.r > 200 && left.g < 50 && left.b < 50, "left half is red in \(path), got \(left)")
+        }
+    }
+
     /// libx264 may make a B-frame only of a picture that changed most of the screen; every picture
     /// keeps the time it was stamped with (the first at zero, gaps and all), decoding never comes
     /// after presentation, and a keyframe comes every 60 pictures (2 s at 30 fps).
@@ -92,7 +123,8 @@ import ReplayTesting
         let (width, height, fps) = (320, 240, 30)
         let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
         let writer = try MovieWriter(path: path, logger: logger)
-        let track = writer.addTrack(for: video, name: "Screen")
+        var track = TrackOutputs()
+        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
         try writer.start()
 
         // 40 pictures of full motion, one every tick, then 40 small changes every third tick.
@@ -104,10 +136,10 @@ import ReplayTesting
             for y in 0..<height { for x in column..<min(width, column + 6) { pixels[(y * width + x) * 4 ..< (y * width + x) * 4 + 3] = [255, 255, 255] } }
             pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
             frame.changedFraction = number < 40 ? 1 : 0.05
-            try writer.encode(frame, pts: tick, with: video, to: track)
-            try writer.flushFragment()   // as on a still screen: a fragment may end after any packet
+            try video.encode(frame, pts: tick, to: track)
+            try writer.flush()   // as on a still screen: a fragment may end after any packet
         }
-        try writer.encode(nil as VideoFrame?, pts: 0, with: video, to: track)
+        try video.encode(nil, pts: 0, to: track)
         try writer.finish()
 
         let pictures = try await MediaProbe.videoPictures(path)

@@ -1,5 +1,5 @@
 internal import CFFmpeg
-internal import CReplayShim
+internal import ReplayFFmpeg
 public import NIOCore
 
 /// One moof+mdat fragment of the live fragmented MP4 stream.
@@ -19,8 +19,8 @@ public struct MP4Fragment: Sendable {
 /// fragment spans `fragmentDuration` (0: after every video frame), so that a fragment never waits for
 /// more than that (low latency). Audio goes into whichever fragment is open.
 ///
-/// Owns its `AVFormatContext` and `AVIOContext`; freed in `deinit`. Not thread-safe: one owner
-/// calls it, one call at a time.
+/// Owns its `FormatOutput` (the `AVFormatContext` writing to memory) and a packet; freed in
+/// `deinit`. Not thread-safe: one owner calls it, one call at a time.
 final class FragmentedMP4Muxer {
     struct VideoConfiguration { var avcC: [UInt8]; var width: Int; var height: Int }
     struct AudioConfiguration { var audioSpecificConfig: [UInt8]; var sampleRate: Int; var channels: Int }
@@ -30,9 +30,8 @@ final class FragmentedMP4Muxer {
         var bytes: [UInt8] = []
     }
 
-    private var context: UnsafeMutablePointer<AVFormatContext>?
-    private var io: UnsafeMutablePointer<AVIOContext>?
-    private let output = Output()
+    private let output: FormatOutput
+    private let collected = Output()
     private var packet: UnsafeMutablePointer<AVPacket>?
     private let videoIndex: Int32
     private let audioIndex: Int32?
@@ -52,85 +51,42 @@ final class FragmentedMP4Muxer {
     init(video: VideoConfiguration, audio: AudioConfiguration?, fragmentDuration: Int64 = 100) throws(FFmpegError) {
         self.fragmentDuration = fragmentDuration
         self.audioFrameMilliseconds = audio.map { max(1, Int64(1024 * 1000 / max(1, $0.sampleRate))) } ?? 23
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        try check("avformat_alloc_output_context2(mp4)", avformat_alloc_output_context2(&ctx, nil, "mp4", nil))
-        context = ctx
-        guard let ctx else { throw FFmpegError("avformat_alloc_output_context2", message: "no context") }
-
-        // Streams.
-        (videoIndex, audioIndex) = try Self.addStreams(to: ctx, video: video, audio: audio)
-
-        // Output into memory.
-        let bufferSize: Int32 = 64 << 10
-        guard let buffer = av_malloc(Int(bufferSize)) else { throw FFmpegError("av_malloc", message: "out of memory") }
-        let opaque = Unmanaged.passUnretained(output).toOpaque()
-        io = avio_alloc_context(buffer.assumingMemoryBound(to: UInt8.self), bufferSize, 1, opaque, nil, { opaque, data, size in
-            guard let opaque, let data, size > 0 else { return 0 }
-            let output = Unmanaged<Output>.fromOpaque(opaque).takeUnretainedValue()
-            output.bytes.append(contentsOf: UnsafeBufferPointer(start: data, count: Int(size)))
-            return size
-        }, nil)
-        guard let io else { av_free(buffer); throw FFmpegError("avio_alloc_context", message: "out of memory") }
-        ctx.pointee.pb = io
-        ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
-
-        var options: OpaquePointer?
-        defer { av_dict_free(&options) }
-        av_dict_set(&options, "movflags", "frag_custom+empty_moov+default_base_moof+omit_tfhd_offset", 0)
-        try check("avformat_write_header(mp4)", avformat_write_header(ctx, &options))
-        avio_flush(io)
-        initSegment = output.bytes
-        output.bytes.removeAll(keepingCapacity: true)
+        let collected = self.collected
+        output = try FormatOutput(format: "mp4", target: .memory { bytes in collected.bytes.append(contentsOf: bytes) })
+        (videoIndex, audioIndex) = try Self.addStreams(to: output, video: video, audio: audio)
+        try output.writeHeader(options: [("movflags", "frag_custom+empty_moov+default_base_moof+omit_tfhd_offset")])
+        initSegment = collected.bytes
+        collected.bytes.removeAll(keepingCapacity: true)
         packet = av_packet_alloc()
         guard packet != nil else { throw FFmpegError("av_packet_alloc", message: "out of memory") }
     }
 
     deinit {
         av_packet_free(&packet)
-        if let context {
-            // The AVIOContext is ours (custom I/O): free the context first, then the I/O and its buffer.
-            avformat_free_context(context)
-        }
-        if io != nil {
-            av_freep(&io!.pointee.buffer)
-            avio_context_free(&io)
-        }
     }
 
     /// Adds an H.264 stream and, when there is audio, an AAC stream (times in milliseconds) to
     /// `context`, from what the RTMP sequence headers said. The fMP4 muxer and the relay share it.
-    static func addStreams(to context: UnsafeMutablePointer<AVFormatContext>, video: VideoConfiguration,
+    static func addStreams(to output: FormatOutput, video: VideoConfiguration,
                            audio: AudioConfiguration?) throws(FFmpegError) -> (video: Int32, audio: Int32?) {
-        let (videoIndex, vp) = try newStream(in: context, AVMEDIA_TYPE_VIDEO, AV_CODEC_ID_H264, extradata: video.avcC)
-        vp.pointee.width = Int32(video.width)
-        vp.pointee.height = Int32(video.height)
-        guard let audio else { return (videoIndex, nil) }
-        let (audioIndex, ap) = try newStream(in: context, AVMEDIA_TYPE_AUDIO, AV_CODEC_ID_AAC, extradata: audio.audioSpecificConfig)
-        ap.pointee.sample_rate = Int32(audio.sampleRate)
-        ap.pointee.frame_size = 1024
-        av_channel_layout_default(&ap.pointee.ch_layout, Int32(audio.channels))
-        return (videoIndex, audioIndex)
-    }
-
-    /// A new stream of `context` in milliseconds, with its codec and decoder configuration.
-    private static func newStream(in context: UnsafeMutablePointer<AVFormatContext>, _ type: AVMediaType, _ codec: AVCodecID,
-                                  extradata: [UInt8]) throws(FFmpegError) -> (index: Int32, parameters: UnsafeMutablePointer<AVCodecParameters>) {
-        guard let stream = avformat_new_stream(context, nil) else { throw FFmpegError("avformat_new_stream", message: "out of memory") }
-        stream.pointee.time_base = AVRational(num: 1, den: 1000)
-        let parameters = stream.pointee.codecpar!
-        parameters.pointee.codec_type = type
-        parameters.pointee.codec_id = codec
-        try setExtradata(parameters, extradata)
-        return (stream.pointee.index, parameters)
-    }
-
-    static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) throws(FFmpegError) {
-        guard let extradata = av_mallocz(bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
-            throw FFmpegError("av_mallocz", message: "out of memory")
+        let millisecond = AVRational(num: 1, den: 1000)
+        let videoIndex = try output.addStream(timeBase: millisecond) { parameters throws(FFmpegError) in
+            parameters.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+            parameters.pointee.codec_id = AV_CODEC_ID_H264
+            parameters.pointee.width = Int32(video.width)
+            parameters.pointee.height = Int32(video.height)
+            try FormatOutput.setExtradata(parameters, video.avcC)
         }
-        bytes.withUnsafeBytes { extradata.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-        par.pointee.extradata = extradata.assumingMemoryBound(to: UInt8.self)
-        par.pointee.extradata_size = Int32(bytes.count)
+        guard let audio else { return (videoIndex, nil) }
+        let audioIndex = try output.addStream(timeBase: millisecond) { parameters throws(FFmpegError) in
+            parameters.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+            parameters.pointee.codec_id = AV_CODEC_ID_AAC
+            parameters.pointee.sample_rate = Int32(audio.sampleRate)
+            parameters.pointee.frame_size = 1024
+            av_channel_layout_default(&parameters.pointee.ch_layout, Int32(audio.channels))
+            try FormatOutput.setExtradata(parameters, audio.audioSpecificConfig)
+        }
+        return (videoIndex, audioIndex)
     }
 
     /// A packet held back until the next one of its stream gives its exact duration (the mov muxer
@@ -240,21 +196,19 @@ final class FragmentedMP4Muxer {
     }
 
     private func write(_ data: ByteBuffer, stream: Int32, dts: Int64, pts: Int64, duration: Int64, keyframe: Bool) throws(FFmpegError) {
-        guard let packet, let context else { return }
-        try writePacket(data, using: packet, to: context, stream: stream, dts: dts, pts: pts, duration: duration,
-                        keyframe: keyframe, muxer: "mp4")
+        guard let packet else { return }
+        try writePacket(data, using: packet, to: output, stream: stream, dts: dts, pts: pts, duration: duration, keyframe: keyframe)
         pendingPackets += 1
     }
 
     private func cut(endTime: Int64) throws(FFmpegError) -> MP4Fragment {
-        guard let context else { throw FFmpegError("cut", message: "no context") }
         // A NULL packet with frag_custom flushes the queued samples as one fragment.
-        try check("av_write_frame(flush fragment)", av_write_frame(context, nil))
-        avio_flush(context.pointee.pb)
+        try output.write(nil)
+        output.flush()
         let start = pendingStart ?? endTime
-        let fragment = MP4Fragment(bytes: ByteBuffer(bytes: output.bytes), startsWithKeyframe: pendingStartsWithKeyframe,
+        let fragment = MP4Fragment(bytes: ByteBuffer(bytes: collected.bytes), startsWithKeyframe: pendingStartsWithKeyframe,
                                    startTime: start, duration: max(0, endTime - start))
-        output.bytes.removeAll(keepingCapacity: true)
+        collected.bytes.removeAll(keepingCapacity: true)
         pendingPackets = 0
         pendingStart = nil
         return fragment

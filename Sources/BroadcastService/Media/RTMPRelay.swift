@@ -1,4 +1,5 @@
 internal import CFFmpeg
+internal import ReplayFFmpeg
 import Foundation
 import Logging
 import NIOCore
@@ -62,8 +63,7 @@ final class RTMPRelay: @unchecked Sendable {
 
     /// The URL without its last path component (usually a stream key).
     static func redacted(_ url: String) -> String {
-        guard let slash = url.lastIndex(of: "/") else { return url }
-        return url[..<slash] + "/…"
+        FormatOutput.redacted(url)
     }
 
     private func next() -> Packet? {
@@ -98,45 +98,36 @@ final class RTMPRelay: @unchecked Sendable {
     }
 }
 
-/// libavformat's FLV muxer writing to an RTMP URL. Owns its contexts; used by one thread.
+/// libavformat's FLV muxer writing to an RTMP URL. Owns its output and packet; used by one thread.
 final class FLVOutput {
-    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private let output: FormatOutput
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var lastDTS: [Int64] = [-1, -1]
     private let hasAudio: Bool
 
     init(url: String, video: FragmentedMP4Muxer.VideoConfiguration, audio: FragmentedMP4Muxer.AudioConfiguration?) throws(FFmpegError) {
         hasAudio = audio != nil
-        try check("avformat_alloc_output_context2(flv)", avformat_alloc_output_context2(&context, nil, "flv", url))
-        guard let context else { throw FFmpegError("avformat_alloc_output_context2", message: "no context") }
-        _ = try FragmentedMP4Muxer.addStreams(to: context, video: video, audio: audio)
+        output = try FormatOutput(format: "flv", target: .url(url))
+        _ = try FragmentedMP4Muxer.addStreams(to: output, video: video, audio: audio)
         // Connects and publishes (blocking).
-        try check("avio_open2(\(RTMPRelay.redacted(url)))", avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, nil))
-        var options: OpaquePointer?
-        defer { av_dict_free(&options) }
-        av_dict_set(&options, "flvflags", "no_duration_filesize", 0)
-        try check("avformat_write_header(flv)", avformat_write_header(context, &options))
+        try output.writeHeader(options: [("flvflags", "no_duration_filesize")])
         packet = av_packet_alloc()
         guard packet != nil else { throw FFmpegError("av_packet_alloc", message: "out of memory") }
     }
 
     deinit {
         av_packet_free(&packet)
-        if let context {
-            if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
-            avformat_free_context(context)
-        }
     }
 
     func write(_ data: ByteBuffer, stream: Int32, dts: Int64, pts: Int64, keyframe: Bool) throws(FFmpegError) {
-        guard let packet, let context, stream == 0 || hasAudio else { return }
+        guard let packet, stream == 0 || hasAudio else { return }
         guard dts > lastDTS[Int(stream)] else { return }
         lastDTS[Int(stream)] = dts
-        try writePacket(data, using: packet, to: context, stream: stream, dts: dts, pts: pts, keyframe: keyframe, muxer: "flv")
+        try writePacket(data, using: packet, to: output, stream: stream, dts: dts, pts: pts, keyframe: keyframe)
     }
 
     func finish() throws(FFmpegError) {
-        guard let context else { return }
-        try check("av_write_trailer(flv)", av_write_trailer(context))
+        try output.writeTrailer()
+        output.close()
     }
 }

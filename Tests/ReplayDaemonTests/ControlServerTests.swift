@@ -46,7 +46,7 @@ struct ControlServerTests {
                 #expect(connection.daemon.version == controlProtocolVersion)
                 #expect(connection.daemon.role == .daemon)
                 #expect(connection.daemon.pid == getpid())
-                #expect(try await connection.request(.status) == nil)
+                #expect(try await connection.request(.status).status == nil)
                 await #expect(throws: ReplayError(.noSession, "nothing is recording.")) {
                     try await connection.request(.stopRecording)
                 }
@@ -56,14 +56,20 @@ struct ControlServerTests {
                 } catch let error as ReplayError {
                     #expect(error.code == .noSession)
                 }
-                do {
-                    _ = try await connection.request(.unknown(method: "teleport"))
-                    Issue.record("an unknown method was accepted")
-                } catch let error as ReplayError {
+                if case .failure(let error) = try await connection.send(ControlRequest(method: "teleport")) {
                     #expect(error.code == .badRequest)
                     #expect(error.message.contains("teleport"))
+                } else {
+                    Issue.record("an unknown method was accepted")
                 }
-                #expect(try await connection.request(.subscribe) == nil)
+                // A known method with a field missing is answered, and the connection lives on.
+                if case .failure(let error) = try await connection.send(ControlRequest(method: "setMicrophone")) {
+                    #expect(error.code == .badRequest)
+                    #expect(error.message.contains("\"on\""), "names the missing field: \(error.message)")
+                } else {
+                    Issue.record("a setMicrophone without \"on\" was accepted")
+                }
+                #expect(try await connection.request(.subscribe).status == nil)
             }
         }
     }
@@ -78,7 +84,7 @@ struct ControlServerTests {
                 } catch let error as ReplayError {
                     #expect(!error.message.isEmpty)
                 }
-                #expect(try await connection.request(.status) == nil)
+                #expect(try await connection.request(.status).status == nil)
             }
         }
     }
@@ -90,7 +96,7 @@ struct ControlServerTests {
                     group.addTask {
                         try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { connection in
                             for _ in 0..<5 {
-                                let status = try await connection.request(.status)
+                                let status = try await connection.request(.status).status
                                 #expect(status == nil)
                             }
                         }
@@ -120,7 +126,7 @@ struct ControlServerTests {
         #expect(!DaemonLauncher.isListening(socketPath: paths.socket))
         try await Self.withServer(paths: paths) { paths in
             let status = try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { connection in
-                try await connection.request(.status)
+                try await connection.request(.status).status
             }
             #expect(status == nil)
         }

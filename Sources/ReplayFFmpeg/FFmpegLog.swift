@@ -1,10 +1,14 @@
 import CFFmpeg
-import CReplayShim
+import CFFmpegShim
 public import Logging
 import Synchronization
 
 /// Routes FFmpeg's own log lines into a swift-log `Logger` (warnings and errors only: FFmpeg's info
 /// lines are for its command-line tools).
+///
+/// FFmpeg has one log callback per process; this is the only place that sets it, so the recorder
+/// and the broadcast service cannot compete for it. The latest `route(to:)` wins (replayd routes
+/// to the session that is starting).
 public enum FFmpegLog {
     private static let target = Mutex<Logger?>(nil)
 

@@ -1,5 +1,5 @@
 import Testing
-@testable import ReplayDaemon
+@testable import ReplayEngine
 
 /// When the capture pushes a change through libx264's look-ahead (30 fps: settle 7 ticks, spacing 20).
 @Suite("Pushing a change through the encoder's look-ahead")

@@ -140,8 +140,8 @@ struct WireValueTests {
 
 @Suite("What replayd checks in any client's options")
 struct RecordingOptionsCheckTests {
-    @Test func goodOptionsPass() {
-        #expect(RecordingSessions.check(RecordingOptions(outputPath: "/tmp/a.mp4", display: ":0")) == nil)
+    @Test func goodOptionsPass() throws {
+        try RecordingOptions(outputPath: "/tmp/a.mp4", display: ":0").validate()
     }
 
     @Test(arguments: [
@@ -152,6 +152,7 @@ struct RecordingOptionsCheckTests {
         (RecordingOptions(outputPath: "/a.mp4", display: ":0", region: Region(width: 10, height: 10, x: -1, y: 0)), .regionOutsideScreen),
     ])
     func badOptionsAreRefused(_ options: RecordingOptions, _ code: ReplayError.Code) {
-        #expect(RecordingSessions.check(options)?.code == code)
+        #expect(throws: ReplayError.self) { try options.validate() }
+        do { try options.validate() } catch { #expect(error.code == code, "\(error.message)") }
     }
 }

@@ -1,24 +1,26 @@
-import ReplayIPC
 import ReplayMedia
 import ReplayCapture
 import Logging
 import Synchronization
 import Foundation
 
-/// The threads of one recording and what they share. Every C handle here has one owner thread
-/// while running: `capture` the capture thread, `videoEncoder` the video thread, `audioEncoders`
-/// the audio thread; `writer` serialises itself. Hence `@unchecked Sendable`.
-final class RecordingPipeline: @unchecked Sendable {
-    let options: RecordingOptions
+/// The threads of one capture and what they share. Every C handle here has one owner thread while
+/// running: `capture` the capture thread, `videoEncoder` the video thread, `audioEncoders` the audio
+/// thread; each destination serialises itself. `destinations` and the outputs are set before `run`
+/// (under `attachLock`) and only read after. Hence `@unchecked Sendable`.
+final class CapturePipeline: @unchecked Sendable {
+    let configuration: EngineConfiguration
     let capture: ScreenCapture
     private let videoEncoder: VideoEncoder
-    private let writer: MovieWriter
-    private let videoTrack: MovieWriter.TrackID
     private let sources: [PulseAudioSource]
     private let microphoneIndex: Int?
     private let audioEncoders: [AudioEncoder]
-    private let audioTracks: [MovieWriter.TrackID]
+    private let audioTrackNames: [String]
     private let logger: Logger
+    private let attachLock = Mutex<Void>(())
+    private var destinations: [any MediaDestination] = []
+    private var videoOutputs = TrackOutputs()
+    private var audioOutputs: [TrackOutputs]
 
     private let frames: BoundedQueue<VideoFrame>
     private let freeFrames: BoundedQueue<VideoFrame>
@@ -36,7 +38,7 @@ final class RecordingPipeline: @unchecked Sendable {
     private let encodedThrough = Atomic<Int64>(-1)  // the latest frame tick the encoder gave back
     private let lastChange = Atomic<Int64>(-1)      // the tick of the latest changed picture
     private let framesDropped = Atomic<Int>(0)
-    private let failure = Mutex<ReplayError?>(nil)
+    private let failure = Mutex<EngineError?>(nil)
     private let ran = Atomic<Bool>(false)
 
     private static let audioWait = 14_400   // samples (300 ms) a late source is waited for, at first
@@ -44,28 +46,21 @@ final class RecordingPipeline: @unchecked Sendable {
     private static let firstAudioWait = 240_000     // for a source's very first samples (5 s)
     private static let soundStartTimeout: Int64 = 3_000_000_000
 
-    init(options: RecordingOptions, capture: ScreenCapture, encoder: VideoEncoder, sources: [PulseAudioSource],
-         microphoneIndex: Int?, writer: MovieWriter, logger: Logger) throws(MediaError) {
-        self.options = options
+    init(configuration: EngineConfiguration, capture: ScreenCapture, encoder: VideoEncoder,
+         sources: [(AudioSource, PulseAudioSource)], logger: Logger) throws(MediaError) {
+        self.configuration = configuration
         self.capture = capture
         self.videoEncoder = encoder
-        self.writer = writer
-        self.sources = sources
-        self.microphoneIndex = microphoneIndex
+        self.sources = sources.map(\.1)
+        self.microphoneIndex = sources.firstIndex { $0.0 == .microphone }
         self.logger = logger
-        videoTrack = writer.addTrack(for: encoder, name: "Screen")
         // One track per source in `sources`' order (the system sound first), or one mix of them all.
-        let names = sources.indices.map { $0 == microphoneIndex ? "Microphone" : "System sound" }
-        let trackNames = options.separateAudioTracks || names.count <= 1 ? names : ["System sound and microphone"]
+        let names = sources.map(\.0.trackName)
+        audioTrackNames = configuration.audioLayout == .separateTracks || names.count <= 1 ? names : ["System sound and microphone"]
         var encoders: [AudioEncoder] = []
-        var tracks: [MovieWriter.TrackID] = []
-        for name in trackNames {
-            let audio = try AudioEncoder(logger: logger)
-            encoders.append(audio)
-            tracks.append(writer.addTrack(for: audio, name: name))
-        }
+        for _ in audioTrackNames { encoders.append(try AudioEncoder(logger: logger)) }
         audioEncoders = encoders
-        audioTracks = tracks
+        audioOutputs = encoders.map { _ in TrackOutputs() }
         mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024,
                                  maximumWait: Self.audioWait, firstDataWait: Self.firstAudioWait))
         // Up to half a second of pictures may wait for the encoder (its first frames are slow: libx264
@@ -73,7 +68,7 @@ final class RecordingPipeline: @unchecked Sendable {
         // counted. What a kill -9 loses is this queue, plus the ~5 frames libx264 holds, plus the open
         // fragment (a quarter second): under a second. A one-second queue let a loaded machine lose
         // 1.24 s; at 1080p30 on an idle machine even 6 frames dropped nothing.
-        let queueDepth = max(4, options.framesPerSecond / 2)
+        let queueDepth = max(4, configuration.framesPerSecond / 2)
         frames = BoundedQueue(capacity: queueDepth)
         freeFrames = BoundedQueue(capacity: queueDepth + 1)
         frameLimit = queueDepth + 1
@@ -81,6 +76,24 @@ final class RecordingPipeline: @unchecked Sendable {
             _ = freeFrames.push(VideoFrame(width: capture.outputWidth, height: capture.outputHeight))
         }
         framesAllocated = 3
+    }
+
+    /// Adds `destination`'s tracks: the screen, then each sound track. Before `run`.
+    func attach(_ destination: any MediaDestination) throws(EngineError) {
+        try attachLock.withLock { _ throws(EngineError) in
+            guard !ran.load(ordering: .acquiring) else {
+                throw EngineError(.misuse, "a destination is attached before the capture runs")
+            }
+            do throws(MediaError) {
+                videoOutputs.add(destination, track: try destination.addTrack(videoEncoder.trackFormat(name: "Screen")))
+                for (index, encoder) in audioEncoders.enumerated() {
+                    audioOutputs[index].add(destination, track: try destination.addTrack(encoder.trackFormat(name: audioTrackNames[index])))
+                }
+            } catch {
+                throw EngineError(error)
+            }
+            destinations.append(destination)
+        }
     }
 
     func requestStop() {
@@ -95,8 +108,8 @@ final class RecordingPipeline: @unchecked Sendable {
         logger.info("microphone \(on ? "on" : "off") at \(Double(position) / 48_000) s")
     }
 
-    func statistics() -> RecordingStatistics {
-        var statistics = RecordingStatistics()
+    func statistics() -> EngineStatistics {
+        var statistics = EngineStatistics()
         let start = startTime.load(ordering: .acquiring)
         if start != 0 {
             let end = endTime.load(ordering: .acquiring)
@@ -104,19 +117,22 @@ final class RecordingPipeline: @unchecked Sendable {
         }
         statistics.framesWritten = framesWritten.load(ordering: .relaxed)
         statistics.framesDropped = framesDropped.load(ordering: .relaxed)
-        statistics.bytesWritten = writer.bytesWritten
+        statistics.bytesWritten = attachLock.withLock { _ in destinations.reduce(0) { $0 + $1.bytesWritten } }
         statistics.microphoneOn = microphoneIndex != nil && microphoneOn.load(ordering: .relaxed)
         statistics.capturing = start != 0
         return statistics
     }
 
     /// Records until stopped; returns the error that ended it, if any. The file is finished either way.
-    func run() async -> ReplayError? {
-        guard !ran.exchange(true, ordering: .acquiringAndReleasing) else { return ReplayError(.internal, "a recording runs once") }
-        do {
-            try writer.start()
+    func run() async -> EngineError? {
+        let destinations = attachLock.withLock { _ in
+            ran.exchange(true, ordering: .acquiringAndReleasing) ? nil : self.destinations
+        }
+        guard let destinations else { return EngineError(.misuse, "a capture runs once") }
+        do throws(MediaError) {
+            for destination in destinations { try destination.start() }
         } catch {
-            return ReplayError.from(error)
+            return EngineError(error)
         }
         // The sound server may take a while to send a new stream's first samples (over a second for
         // a monitor on a fresh PulseAudio): the recording's time zero waits for them, at most 3 s,
@@ -126,14 +142,7 @@ final class RecordingPipeline: @unchecked Sendable {
         for source in sources { source.start() }
         // Windows beneath replayd's own (the indicator) are redirected now, so that their clients have
         // repainted them before the first frame is recomposed from them.
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                self.capture.prime()
-                continuation.resume()
-            }
-            thread.name = "replayd-prime"
-            thread.start()
-        }
+        await DedicatedThread.run(named: "replay-prime") { self.capture.prime() }
         while !sources.allSatisfy(\.hasData), MonotonicClock.now() - sourcesStarted < Self.soundStartTimeout,
               !stopRequested.load(ordering: .acquiring) {
             try? await Task.sleep(for: .milliseconds(10))
@@ -160,38 +169,25 @@ final class RecordingPipeline: @unchecked Sendable {
                 }
             })
         }
-        let group = DispatchGroup()
-        spawn("replayd-capture", group) { self.captureLoop(start: start) }
-        spawn("replayd-video", group) { self.videoLoop(start: start) }
-        if !audioEncoders.isEmpty { spawn("replayd-audio", group) { self.audioLoop(start: start) } }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            group.notify(queue: .global()) { continuation.resume() }
-        }
-        do {
-            try writer.finish()
-        } catch {
-            record(ReplayError.from(error))
+        var threads: [(name: String, body: @Sendable () -> Void)] = [
+            ("replay-capture", { self.captureLoop(start: start) }),
+            ("replay-video", { self.videoLoop(start: start) }),
+        ]
+        if !audioEncoders.isEmpty { threads.append(("replay-audio", { self.audioLoop(start: start) })) }
+        await DedicatedThread.runAll(threads)
+        for destination in destinations {
+            do throws(MediaError) { try destination.finish() } catch { record(EngineError(error)) }
         }
         let counters = mixer.withLock { $0.perSourceCounters }
         for (source, counter) in zip(sources, counters) where counter != AudioMixer.Counters() {
             logger.info("audio \(source.device): \(counter.silenceFilled) samples of silence filled in, \(counter.discarded) late samples discarded")
         }
-        logger.info("recording finished: \(framesWritten.load(ordering: .relaxed)) frames, \(framesDropped.load(ordering: .relaxed)) dropped, \(writer.bytesWritten) bytes")
+        logger.info("capture finished: \(framesWritten.load(ordering: .relaxed)) frames, \(framesDropped.load(ordering: .relaxed)) dropped, \(statistics().bytesWritten) bytes")
         return failure.withLock { $0 }
     }
 
-    private func spawn(_ name: String, _ group: DispatchGroup, _ body: @escaping @Sendable () -> Void) {
-        group.enter()
-        let thread = Thread {
-            body()
-            group.leave()
-        }
-        thread.name = name
-        thread.start()
-    }
-
     /// Keeps the first error (the one that ended the recording), logs it, and stops.
-    private func record(_ error: ReplayError) {
+    private func record(_ error: EngineError) {
         let first = failure.withLock { failure in
             guard failure == nil else { return false }
             failure = error
@@ -204,10 +200,10 @@ final class RecordingPipeline: @unchecked Sendable {
     // MARK: Capture thread
 
     private func captureLoop(start: Int64) {
-        let fps = Int64(options.framesPerSecond)
+        let fps = Int64(configuration.framesPerSecond)
         let interval = 1_000_000_000 / fps
         // Frame n is due at start + n/fps exactly: no rounding error accumulates.
-        let frameLimit = options.durationSeconds.map { Int64(($0 * Double(fps)).rounded()) }
+        let frameLimit = configuration.durationSeconds.map { Int64(($0 * Double(fps)).rounded()) }
         var index: Int64 = 0
         var tick = start
         var lastSent = Int64.min
@@ -232,10 +228,10 @@ final class RecordingPipeline: @unchecked Sendable {
                 if let frameLimit, index >= frameLimit { return }
             }
             var changed = false
-            do {
+            do throws(CaptureError) {
                 changed = try capture.update()
             } catch {
-                record(ReplayError(.captureFailed, "\(error.message); the recording stopped and the file was finished"))
+                record(EngineError(.captureFailed, "\(error.message); the capture stopped and its destinations were finished"))
                 return
             }
             if changed {
@@ -282,24 +278,26 @@ final class RecordingPipeline: @unchecked Sendable {
         while let frame = frames.pop() {
             defer { _ = freeFrames.push(frame) }
             guard !failed else { continue }
-            do {
-                if let latest = try writer.encode(frame, pts: frame.tick, with: videoEncoder, to: videoTrack) {
+            do throws(MediaError) {
+                if let latest = try videoEncoder.encode(frame, pts: frame.tick, to: videoOutputs) {
                     encodedThrough.store(latest, ordering: .relaxed)
                     // The screen has gone still and its last change is out of the encoder: put it on
                     // disk now. While the screen keeps changing, fragments close at their length.
-                    if latest >= lastChange.load(ordering: .relaxed) { try writer.flushFragment() }
+                    if latest >= lastChange.load(ordering: .relaxed) {
+                        for destination in destinations { try destination.flush() }
+                    }
                 }
                 framesWritten.add(1, ordering: .relaxed)
             } catch {
                 failed = true
-                record(ReplayError.from(error))
+                record(EngineError(error))
             }
         }
         guard !failed else { return }
-        do {
-            try writer.encode(nil as VideoFrame?, pts: 0, with: videoEncoder, to: videoTrack)
+        do throws(MediaError) {
+            try videoEncoder.encode(nil, pts: 0, to: videoOutputs)
         } catch {
-            record(ReplayError.from(error))
+            record(EngineError(error))
         }
     }
 
@@ -317,17 +315,17 @@ final class RecordingPipeline: @unchecked Sendable {
             let now = Self.samples(from: start, to: MonotonicClock.now())
             while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
                 guard !failed else { continue }
-                do { try encode(block) } catch {
+                do throws(MediaError) { try encode(block) } catch {
                     failed = true
-                    record(ReplayError.from(error))
+                    record(EngineError(error))
                 }
             }
             if end != 0, mixer.withLock({ $0.cursor }) >= endPosition { break }
         }
         guard !failed else { return }
-        for (encoder, track) in zip(audioEncoders, audioTracks) {
-            do { try writer.encode(nil as UnsafeBufferPointer<Float>?, pts: 0, with: encoder, to: track) } catch {
-                record(ReplayError.from(error))
+        for (encoder, outputs) in zip(audioEncoders, audioOutputs) {
+            do throws(MediaError) { try encoder.encode(nil, pts: 0, to: outputs) } catch {
+                record(EngineError(error))
                 return
             }
         }
@@ -336,17 +334,17 @@ final class RecordingPipeline: @unchecked Sendable {
     private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
         let microphoneGain: Float = microphoneActive(at: block.position) ? 1 : 0
         let gains = sources.indices.map { $0 == microphoneIndex ? microphoneGain : 1 }
-        if options.separateAudioTracks {
+        if configuration.audioLayout == .separateTracks {
             for (index, samples) in block.sources.enumerated() {
                 let scaled = gains[index] == 1 ? samples : AudioMixer.mix([samples], gains: [gains[index]])
                 try scaled.withUnsafeBufferPointer { buffer throws(MediaError) in
-                    try writer.encode(buffer, pts: block.position, with: audioEncoders[index], to: audioTracks[index])
+                    try audioEncoders[index].encode(buffer, pts: block.position, to: audioOutputs[index])
                 }
             }
         } else {
             let mixed = block.sources.count == 1 && gains[0] == 1 ? block.sources[0] : AudioMixer.mix(block.sources, gains: gains)
             try mixed.withUnsafeBufferPointer { buffer throws(MediaError) in
-                try writer.encode(buffer, pts: block.position, with: audioEncoders[0], to: audioTracks[0])
+                try audioEncoders[0].encode(buffer, pts: block.position, to: audioOutputs[0])
             }
         }
     }
@@ -362,41 +360,5 @@ final class RecordingPipeline: @unchecked Sendable {
     static func samples(from start: Int64, to time: Int64) -> Int64 {
         let nanoseconds = time - start
         return (nanoseconds * 48 + (nanoseconds >= 0 ? 500_000 : -500_000)) / 1_000_000
-    }
-}
-
-/// When to push the latest change through libx264's look-ahead with repeats at the full rate.
-///
-/// x264 gives a picture back only some frames later (its look-ahead and frame threads: about five).
-/// While the screen changes every tick that is a sixth of a second; on a still screen no frames
-/// follow, and the last change would wait in the encoder (lost to a crash) until more changes came.
-/// So once the screen has been still for `settle` (a quarter of a second) after a change, repeats go
-/// out until the encoder has given that change back. A repeat costs libx264 several milliseconds at
-/// 1080p, so a push starts at most once per `spacing` (two thirds of a second): a cursor that blinks
-/// twice a second pays for three pushes in two seconds. At worst a change comes just after a push
-/// began and waits for the next: `spacing` plus the encoder's delay, 0.8 s at 30 fps, so it is on
-/// disk within the second that `kill -9` may cost.
-struct PushThrough {
-    let settle: Int64
-    let spacing: Int64
-    private var target: Int64 = -1     // the change being pushed through, or -1
-    private var lastStart = Int64.min / 2
-
-    init(framesPerSecond fps: Int64) {
-        settle = max(1, fps / 4)
-        spacing = max(settle, fps * 2 / 3)
-    }
-
-    /// At tick `index`: whether to send a repeat, given the tick of the latest change and the latest
-    /// tick the encoder gave back.
-    mutating func repeatNow(at index: Int64, lastChange: Int64, encodedThrough: Int64) -> Bool {
-        if target >= 0 {
-            if encodedThrough < target { return true }
-            target = -1
-        }
-        guard lastChange > encodedThrough, index - lastChange >= settle, index - lastStart >= spacing else { return false }
-        target = lastChange
-        lastStart = index
-        return true
     }
 }

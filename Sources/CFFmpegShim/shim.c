@@ -1,24 +1,26 @@
-#define _GNU_SOURCE
-#include "CReplayShim.h"
+#include "CFFmpegShim.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <xcb/xcbext.h>
-#include <xcb/damage.h>
-#include <xcb/xfixes.h>
-#include <xcb/randr.h>
-#include <xcb/shm.h>
-#include <xcb/composite.h>
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
 #include <libavutil/error.h>
 #include <libavutil/avutil.h>
 #include <libavutil/log.h>
 
+// The Swift code is written against FFmpeg 5.1 (Debian 12): the AVChannelLayout API (59) and
+// AVFrame/AVPacket fields as they are there. A build against another major version fails here,
+// with this line, rather than somewhere in Swift.
+_Static_assert(LIBAVCODEC_VERSION_MAJOR == 59, "OpenReplayKit is written against libavcodec 59 (FFmpeg 5.1)");
+_Static_assert(LIBAVFORMAT_VERSION_MAJOR == 59, "OpenReplayKit is written against libavformat 59 (FFmpeg 5.1)");
+_Static_assert(LIBAVUTIL_VERSION_MAJOR == 57, "OpenReplayKit is written against libavutil 57 (FFmpeg 5.1)");
+// AVERROR(e) is -e on every platform FFmpeg supports with EDOM > 0; the Swift side compares codes.
+_Static_assert(AVERROR(EAGAIN) == -EAGAIN, "AVERROR is the negated errno");
+
 int ork_averror(int posix_errno) { return AVERROR(posix_errno); }
 int ork_averror_eof(void) { return AVERROR_EOF; }
-int64_t ork_av_nopts_value(void) { return AV_NOPTS_VALUE; }
 
 void ork_av_strerror(int err, char *buffer, size_t size) {
     if (size == 0) return;
@@ -44,24 +46,4 @@ void ork_av_log_route(ork_av_log_sink sink, int max_level) {
     __atomic_store_n(&g_max_level, max_level, __ATOMIC_RELAXED);
     __atomic_store_n(&g_sink, sink, __ATOMIC_RELEASE);
     av_log_set_callback(sink ? ork_av_log_callback : av_log_default_callback);
-}
-
-static int first_event(xcb_connection_t *c, xcb_extension_t *ext) {
-    const xcb_query_extension_reply_t *r = xcb_get_extension_data(c, ext);
-    if (r == NULL || !r->present) return -1;
-    return r->first_event;
-}
-int ork_xcb_damage_first_event(xcb_connection_t *c) { return first_event(c, &xcb_damage_id); }
-int ork_xcb_xfixes_first_event(xcb_connection_t *c) { return first_event(c, &xcb_xfixes_id); }
-int ork_xcb_randr_first_event(xcb_connection_t *c) { return first_event(c, &xcb_randr_id); }
-int ork_xcb_has_shm(xcb_connection_t *c) { return first_event(c, &xcb_shm_id) >= 0; }
-int ork_xcb_has_composite(xcb_connection_t *c) { return first_event(c, &xcb_composite_id) >= 0; }
-
-int ork_peer_credentials(int fd, uid_t *uid, pid_t *pid) {
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return errno;
-    *uid = cred.uid;
-    *pid = cred.pid;
-    return 0;
 }

@@ -1,0 +1,29 @@
+#ifndef CSOCKETSHIM_H
+#define CSOCKETSHIM_H
+// Socket glue Swift cannot express: ancillary data (CMSG_* macros) to pass file descriptors over a
+// Unix socket (SCM_RIGHTS), and memfd_create, which glibc declares only under _GNU_SOURCE.
+// Every name is `ork_`. Each call returns 0 or a positive count on success, -errno on failure.
+#include <stddef.h>
+#include <sys/types.h>
+
+/// Most descriptors one message carries.
+#define ORK_MAX_FDS 8
+
+/// Sends `length` bytes (at least one) and `fd_count` descriptors in one message on a connected
+/// Unix stream or datagram socket. Returns the bytes sent or -errno. Retries EINTR.
+ssize_t ork_send_fds(int socket, const void *bytes, size_t length, const int *fds, int fd_count);
+
+/// Receives up to `capacity` bytes and up to `fd_capacity` descriptors (opened close-on-exec).
+/// Returns the bytes received (0 at end of stream) or -errno; `*fd_count` is how many descriptors
+/// came. Descriptors beyond `fd_capacity` are closed, and the call returns -EMSGSIZE (MSG_CTRUNC).
+ssize_t ork_receive_fds(int socket, void *bytes, size_t capacity, int *fds, int fd_capacity, int *fd_count);
+
+/// An anonymous shared-memory file of `size` bytes (memfd, close-on-exec, sealable). Returns the
+/// descriptor or -errno.
+int ork_memfd_create(const char *name, size_t size);
+
+/// Forbids growing or shrinking a memfd (F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL): a receiver
+/// can map it without fearing SIGBUS. 0 or -errno.
+int ork_memfd_seal_size(int fd);
+
+#endif

@@ -1,0 +1,108 @@
+import ReplayCapture
+
+/// What the engine captures, how it encodes, and for how long: the engine's own configuration, a
+/// value built by whoever drives it (replayd from a client's request, `replay-bench` from its flags).
+public struct EngineConfiguration: Sendable, Equatable {
+    /// The pictures: which display, and which part of it.
+    public var video: VideoSource
+    /// The sound, in this order: the first is the first track (or the first in the mix).
+    public var audio: [AudioSource]
+    /// When true, a sound server that cannot be reached is an error; when false, the recording goes
+    /// on with pictures only, and says so in `warnings`.
+    public var audioRequired: Bool
+    /// One mixed track, or one track per source.
+    public var audioLayout: AudioLayout
+    public var framesPerSecond: Int
+    /// Stop by itself after this many seconds; nil runs until stopped.
+    public var durationSeconds: Double?
+    public var quality: EncodingQuality
+    public var encoder: EncoderPreference
+
+    public init(video: VideoSource, audio: [AudioSource] = [.systemMix], audioRequired: Bool = false,
+                audioLayout: AudioLayout = .mixed, framesPerSecond: Int = 30, durationSeconds: Double? = nil,
+                quality: EncodingQuality = .medium, encoder: EncoderPreference = .automatic) {
+        self.video = video
+        self.audio = audio
+        self.audioRequired = audioRequired
+        self.audioLayout = audioLayout
+        self.framesPerSecond = framesPerSecond
+        self.durationSeconds = durationSeconds
+        self.quality = quality
+        self.encoder = encoder
+    }
+}
+
+/// Where the pictures come from.
+public enum VideoSource: Sendable, Equatable {
+    /// The whole screen of an X display (`:0`).
+    case screen(display: String)
+    /// One rectangle of it.
+    case region(display: String, x: Int, y: Int, width: Int, height: Int)
+
+    public var display: String {
+        switch self {
+        case .screen(let display), .region(let display, _, _, _, _): display
+        }
+    }
+
+    var rectangle: PixelRect? {
+        switch self {
+        case .screen: nil
+        case .region(_, let x, let y, let width, let height): PixelRect(x: x, y: y, width: width, height: height)
+        }
+    }
+}
+
+/// Where a sound comes from.
+public enum AudioSource: Sendable, Equatable, CustomStringConvertible {
+    /// What the computer plays: the default sink's monitor.
+    case systemMix
+    /// The default input.
+    case microphone
+
+    var device: PulseAudioSource.Device {
+        switch self {
+        case .systemMix: .systemAudio
+        case .microphone: .microphone
+        }
+    }
+
+    /// The name of its track when tracks are separate.
+    public var trackName: String {
+        switch self {
+        case .systemMix: "System sound"
+        case .microphone: "Microphone"
+        }
+    }
+
+    public var description: String { trackName.lowercased() }
+}
+
+public enum AudioLayout: Sendable, Equatable {
+    /// Every source mixed on one track.
+    case mixed
+    /// One track per source, in the configuration's order.
+    case separateTracks
+}
+
+/// Encoder effort: `medium` is libx264's `veryfast` preset (OBS's default for screen content);
+/// `low` is `ultrafast` (least CPU, larger files); `high` is `faster` with a lower CRF.
+public enum EncodingQuality: Sendable, Equatable, CaseIterable {
+    case low, medium, high
+
+    var x264: (preset: String, crf: Int) {
+        switch self {
+        case .low: ("ultrafast", 26)
+        case .medium: ("veryfast", 23)
+        case .high: ("faster", 20)
+        }
+    }
+}
+
+/// Which H.264 encoder.
+public enum EncoderPreference: Sendable, Equatable, CaseIterable {
+    /// VA-API where a working render node exists, else libx264 (the fallback is logged).
+    case automatic
+    case x264
+    case vaapi
+}

@@ -1,0 +1,186 @@
+public import Logging
+public import ReplayMedia
+import ReplayCapture
+import ReplayFFmpeg
+import Synchronization
+import Foundation
+
+/// Counters of a running capture, read for `replay status` and the status line.
+public struct EngineStatistics: Sendable, Equatable {
+    public var elapsedSeconds: Double = 0
+    public var framesWritten: Int = 0
+    public var framesDropped: Int = 0
+    public var bytesWritten: Int64 = 0
+    public var microphoneOn: Bool = false
+    /// False while the engine waits for its sound sources before time zero.
+    public var capturing: Bool = false
+    public init() {}
+}
+
+/// The recording engine: capture → convert → encode, independent of the daemon. One capture of a
+/// `VideoSource` and its `AudioSource`s, encoded once, feeding every attached `MediaDestination`
+/// (the fragmented MP4 file today; a stream and a clip ring next).
+///
+/// Life cycle: `prepare` opens the display, the encoders and the sound sources and throws an
+/// `EngineError` naming what is wrong; `attach` adds destinations (before `run`); `run()` captures
+/// until `stop()` or the duration and finishes every destination; it throws an `EngineError` (disk
+/// full, …) after finishing what it can. Windows passed to `exclude(window:)` are left out of the frames.
+///
+/// Threads: blocking C work never runs on the cooperative pool. Three dedicated threads do it:
+/// capture (X11 reads and colour conversion, paced by the frame clock), video encoding (one loop,
+/// fed through a bounded queue: when it falls behind, whole frames are dropped and counted) and
+/// audio (mixes the PulseAudio sources on the media clock and encodes AAC; never drops silently).
+public final class RecordingEngine: Sendable {
+    public let configuration: EngineConfiguration
+    public let width: Int
+    public let height: Int
+    public let encoderName: String
+    /// What a person should know (no sound server: pictures only; a monitor taken as the microphone).
+    public let warnings: [String]
+    public let microphoneRecorded: Bool
+    public let systemAudioRecorded: Bool
+    private let pipeline: CapturePipeline
+
+    /// Opens the display, the encoders and the sound sources, on a dedicated thread.
+    public static func prepare(configuration: EngineConfiguration, logger: Logger) async throws(EngineError) -> RecordingEngine {
+        try await DedicatedThread.run(named: "replay-prepare") { () throws(EngineError) -> RecordingEngine in
+            try make(configuration: configuration, logger: logger)
+        }
+    }
+
+    private static func make(configuration: EngineConfiguration, logger: Logger) throws(EngineError) -> RecordingEngine {
+        FFmpegLog.route(to: logger)
+        var warnings: [String] = []
+        // 1. The screen.
+        let capture: ScreenCapture
+        do throws(CaptureError) {
+            capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle, logger: logger)
+        } catch {
+            switch error.kind {
+            case .unknownDisplay: throw EngineError(.unknownDisplay, error.message)
+            case .regionOutsideScreen: throw EngineError(.regionOutsideScreen, error.message)
+            case .unsupported, .lost: throw EngineError(.captureFailed, error.message)
+            }
+        }
+        // 2. The video encoder.
+        let (preset, crf) = configuration.quality.x264
+        let settings = VideoEncoderSettings(width: capture.outputWidth, height: capture.outputHeight,
+                                            framesPerSecond: configuration.framesPerSecond, preset: preset, crf: crf)
+        let encoder = try openVideoEncoder(settings: settings, preference: configuration.encoder, logger: logger)
+        // 3. Sound.
+        var sources: [(AudioSource, PulseAudioSource)] = []
+        do throws(AudioError) {
+            for source in configuration.audio {
+                sources.append((source, try PulseAudioSource(device: source.device, logger: logger)))
+            }
+            if configuration.audio.contains(.microphone), let monitor = PulseIntrospection.defaultSourceIfMonitor() {
+                let warning = "the default sound input is \"\(monitor)\", what the computer plays, not a microphone "
+                    + "(is one plugged in and chosen in the sound settings?): the microphone track records that sound"
+                    + (configuration.audio.contains(.systemMix) ? " a second time" : "")
+                logger.warning("\(warning)")
+                warnings.append(warning)
+            }
+        } catch {
+            if configuration.audioRequired {
+                throw EngineError(.noAudioServer, "cannot record sound: PulseAudio says \"\(error.message)\"")
+            }
+            sources.removeAll()
+            let warning = "no sound server (PulseAudio says \"\(error.message)\"): recording video only"
+            logger.warning("\(warning)")
+            warnings.append(warning)
+        }
+        let pipeline: CapturePipeline
+        do throws(MediaError) {
+            pipeline = try CapturePipeline(configuration: configuration, capture: capture, encoder: encoder,
+                                           sources: sources, logger: logger)
+        } catch {
+            throw EngineError(error)
+        }
+        return RecordingEngine(configuration: configuration, pipeline: pipeline, width: capture.outputWidth,
+                               height: capture.outputHeight, encoderName: encoder.name, warnings: warnings,
+                               microphone: sources.contains { $0.0 == .microphone },
+                               systemAudio: sources.contains { $0.0 == .systemMix })
+    }
+
+    private static func openVideoEncoder(settings: VideoEncoderSettings, preference: EncoderPreference,
+                                          logger: Logger) throws(EngineError) -> VideoEncoder {
+        let node = preference == .x264 ? nil : VideoEncoder.vaapiRenderNode(logger: logger)
+        if preference == .vaapi, node == nil {
+            throw EngineError(.hardwareEncoderUnavailable, "no working VA-API render node (/dev/dri/renderD*) on this machine")
+        }
+        do throws(MediaError) {
+            if let node {
+                var hardware = settings
+                hardware.backend = .vaapi
+                do {
+                    return try VideoEncoder(settings: hardware, renderNode: node, logger: logger)
+                } catch where preference == .automatic {
+                    logger.warning("VA-API on \(node) failed (\(error.message)); falling back to libx264")
+                }
+            } else if preference == .automatic {
+                logger.info("no working VA-API render node: encoding with libx264")
+            }
+            return try VideoEncoder(settings: settings, logger: logger)
+        } catch {
+            throw EngineError(error)
+        }
+    }
+
+    private init(configuration: EngineConfiguration, pipeline: CapturePipeline, width: Int, height: Int, encoderName: String,
+                 warnings: [String], microphone: Bool, systemAudio: Bool) {
+        self.configuration = configuration
+        self.pipeline = pipeline
+        self.width = width
+        self.height = height
+        self.encoderName = encoderName
+        self.warnings = warnings
+        self.microphoneRecorded = microphone
+        self.systemAudioRecorded = systemAudio
+    }
+
+    /// Adds a destination: every track of this capture gets a track there. Before `run()`.
+    public func attach(_ destination: MovieWriter) throws(EngineError) {
+        try attach(destination as any MediaDestination)
+    }
+
+    /// Adds a destination: every track of this capture gets a track there. Before `run()`.
+    package func attach(_ destination: any MediaDestination) throws(EngineError) {
+        try pipeline.attach(destination)
+    }
+
+    /// Leave this X window (and only it) out of every captured frame; what lies beneath is recomposed.
+    public func exclude(window: UInt32) {
+        pipeline.capture.exclude(window: window)
+    }
+
+    /// Captures until `stop()` or the duration, then finishes every destination.
+    public func run() async throws(EngineError) {
+        if let error = await pipeline.run() { throw error }
+    }
+
+    /// Asks `run()` to finish and return. Safe from any thread, idempotent.
+    public func stop() {
+        pipeline.requestStop()
+    }
+
+    /// Mute or unmute the microphone; the track keeps its timing (silence while muted).
+    public func setMicrophone(on: Bool) {
+        pipeline.setMicrophone(on: on)
+    }
+
+    public func statistics() -> EngineStatistics {
+        pipeline.statistics()
+    }
+}
+
+extension EngineError {
+    package init(_ error: MediaError) {
+        switch error.kind {
+        case .diskFull: self.init(.diskFull, error.message)
+        case .writeFailed: self.init(.writeFailed, error.message)
+        case .encoderUnavailable, .encoderFailed: self.init(.encoderUnavailable, error.message)
+        case .outputExists: self.init(.outputExists, error.message)
+        case .outputNotWritable: self.init(.outputNotWritable, error.message)
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts a program with `posix_spawn`: standard input from a file (`/dev/null`), standard output
+/// and error to files (never pipes, which a daemon it starts might inherit and hold open), in a new
+/// session or process group, with default signal handling and an empty signal mask. The one spawn
+/// of the project: `replay` starting replayd, replayd starting its helpers, the tests starting servers.
+public enum Spawn {
+    public enum Output: Sendable, Equatable {
+        /// A file, created 0600 when missing; appended to or truncated.
+        case file(String, append: Bool)
+        /// Where standard output goes (for standard error).
+        case standardOutput
+    }
+
+    public enum Group: Sendable, Equatable {
+        /// The child leads a new session (`setsid`): a daemon, immune to its starter's terminal.
+        case newSession
+        /// The child leads a new process group: killed as a group, still in its starter's session.
+        case newProcessGroup
+    }
+
+    /// Starts `executable` (an absolute path) and returns its pid. `environment` nil passes ours.
+    public static func start(_ executable: String, arguments: [String] = [], environment: [String: String]? = nil,
+                             standardInput: String = "/dev/null", standardOutput: Output, standardError: Output,
+                             group: Group) throws(ReplayError) -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, standardInput, O_RDONLY, 0)
+        for (fd, output) in [(Int32(1), standardOutput), (2, standardError)] {
+            switch output {
+            case .file(let path, let append):
+                posix_spawn_file_actions_addopen(&actions, fd, path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0o600)
+            case .standardOutput:
+                posix_spawn_file_actions_adddup2(&actions, 1, fd)
+            }
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t(), allSignals = sigset_t()
+        sigemptyset(&noSignals)
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        var flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        switch group {
+        case .newSession:
+            flags |= spawnSetSID
+        case .newProcessGroup:
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= Int32(POSIX_SPAWN_SETPGROUP)
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer {
+            argv.forEach { free($0) }
+            envp?.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let result = envp.map { posix_spawn(&pid, executable, &actions, &attributes, argv, $0) }
+            ?? posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            throw ReplayError(.daemonUnavailable, "cannot start \(executable): \(String(cString: strerror(result))).")
+        }
+        return pid
+    }
+
+    /// glibc's `POSIX_SPAWN_SETSID` (2.26+), hidden from Swift behind `__USE_GNU`.
+    private static let spawnSetSID: Int32 = 0x80
+}

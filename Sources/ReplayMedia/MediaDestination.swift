@@ -1,0 +1,79 @@
+import CFFmpeg
+
+/// What one encoder makes, described for a destination that adds a track for it.
+package struct TrackFormat: @unchecked Sendable {
+    package enum Kind: Sendable { case video, audio }
+    package let kind: Kind
+    /// The track's name, what players list ("Screen", "Microphone").
+    package let name: String
+    /// The encoder's context: a destination copies the codec parameters from it when it adds the
+    /// track, before anything is encoded. Owned by the encoder, which outlives its destinations' start.
+    let codec: UnsafeMutablePointer<AVCodecContext>
+    /// The time base of the encoder's packets.
+    let timeBase: AVRational
+}
+
+/// One encoded packet as it leaves an encoder, with the time base of its times. Valid only during
+/// the `write` that hands it over; the destination may change it (rescale its times, raise a
+/// decode time): each destination gets its own reference (`TrackOutputs`).
+package struct EncodedPacket {
+    let packet: UnsafeMutablePointer<AVPacket>
+    let timeBase: AVRational
+    /// The duration a destination gives a packet the encoder sent without one (a video tick).
+    let defaultDuration: Int64
+
+    /// The presentation time, in the encoder's time base.
+    package var presentationTime: Int64 { packet.pointee.pts }
+}
+
+/// Where encoded media goes: the fragmented MP4 file today; a live stream and a clip ring next.
+/// One capture, encoded once, may feed several (`TrackOutputs` hands each its own reference).
+///
+/// Called from the encoder threads (video and audio at once): a destination serialises itself.
+/// A failure sticks: once `write` has thrown, later writes throw the same.
+package protocol MediaDestination: AnyObject, Sendable {
+    /// Adds a track carrying what `format` describes; before `start()`. Returns the track's index.
+    func addTrack(_ format: TrackFormat) throws(MediaError) -> Int
+    /// Opens the output and writes its header.
+    func start() throws(MediaError)
+    /// Writes one packet of `track`.
+    func write(_ packet: EncodedPacket, track: Int) throws(MediaError)
+    /// Puts what was written on its way now (a fragment cut and flushed): the screen went still,
+    /// and the next packet may be seconds away.
+    func flush() throws(MediaError)
+    /// Finishes the output (trailer, close). After a failure it still closes what it can.
+    func finish() throws(MediaError)
+    /// Bytes written so far.
+    var bytesWritten: Int64 { get }
+}
+
+/// The tracks one encoder's packets go to: one track in each destination.
+package struct TrackOutputs: Sendable {
+    private var tracks: [(destination: any MediaDestination, track: Int)] = []
+
+    package init() {}
+
+    package mutating func add(_ destination: any MediaDestination, track: Int) {
+        tracks.append((destination, track))
+    }
+
+    package var isEmpty: Bool { tracks.isEmpty }
+
+    /// Hands `packet` to every destination: the last gets the encoder's reference, the others a
+    /// reference of their own to the same data (no copy of the bytes).
+    func write(_ packet: EncodedPacket) throws(MediaError) {
+        for (index, entry) in tracks.enumerated() {
+            if index == tracks.count - 1 {
+                try entry.destination.write(packet, track: entry.track)
+            } else {
+                guard let clone = av_packet_clone(packet.packet) else {
+                    throw MediaError(.encoderFailed, "out of memory passing a packet to a second destination")
+                }
+                var owned: UnsafeMutablePointer<AVPacket>? = clone
+                defer { av_packet_free(&owned) }
+                try entry.destination.write(EncodedPacket(packet: clone, timeBase: packet.timeBase,
+                                                          defaultDuration: packet.defaultDuration), track: entry.track)
+            }
+        }
+    }
+}

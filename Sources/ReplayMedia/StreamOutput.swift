@@ -1,0 +1,126 @@
+import CFFmpeg
+import ReplayFFmpeg
+public import Logging
+import Synchronization
+
+/// A live stream as a `MediaDestination`: FLV over RTMP or RTMPS, or MPEG-TS over SRT, through
+/// libavformat (its own clients for those protocols). What the engine encodes once can go to a file
+/// and a stream at the same time.
+///
+/// `start()` connects (blocking: call it off the cooperative pool, as the engine does). Packets are
+/// interleaved by libavformat, so an RTMP server sees both tracks in decode order. Video and audio
+/// encoder threads call it at once: one lock serialises them, hence `@unchecked Sendable` (every
+/// mutable property and the `FormatOutput` are touched only under `lock`).
+public final class StreamOutput: MediaDestination, @unchecked Sendable {
+    /// The URL without its stream key, for logs and errors.
+    public let redactedURL: String
+    private let output: FormatOutput
+    private let lock = Mutex<Void>(())
+    private var timeBases: [AVRational] = []
+    private var lastDecodeTimes: [Int64] = []
+    private var started = false
+    private var finished = false
+    private var failure: MediaError?
+    private let bytes = Atomic<Int64>(0)
+    private let logger: Logger
+
+    /// A stream to `url`: `rtmp://`, `rtmps://` (FLV) or `srt://` (MPEG-TS). Nothing connects yet.
+    public init(url: String, logger: Logger) throws(MediaError) {
+        redactedURL = FormatOutput.redacted(url)
+        self.logger = logger
+        let format: String
+        if url.hasPrefix("rtmp://") || url.hasPrefix("rtmps://") {
+            format = "flv"
+        } else if url.hasPrefix("srt://") {
+            format = "mpegts"
+        } else {
+            throw MediaError(.outputNotWritable, "\(redactedURL) is not a stream address: it starts with rtmp://, rtmps:// or srt://")
+        }
+        do throws(FFmpegError) {
+            output = try FormatOutput(format: format, target: .url(url))
+        } catch {
+            throw MediaError(.writeFailed, "cannot set up the \(format) muxer for \(redactedURL): \(error.text)")
+        }
+        // Interleaving waits for every track; on a still screen a picture comes only once a second,
+        // and the sound must not wait that long behind it.
+        output.context.pointee.max_interleave_delta = 500_000
+    }
+
+    package func addTrack(_ format: TrackFormat) throws(MediaError) -> Int {
+        try lock.withLock { _ throws(MediaError) in
+            precondition(!started, "tracks are added before the stream starts")
+            do throws(FFmpegError) {
+                let index = try output.addStream(timeBase: format.timeBase) { parameters in
+                    avcodec_parameters_from_context(parameters, format.codec)
+                }
+                timeBases.append(format.timeBase)
+                lastDecodeTimes.append(.min)
+                return Int(index)
+            } catch {
+                throw MediaError(.writeFailed, "cannot add the track \(format.name) to \(redactedURL): \(error.text)")
+            }
+        }
+    }
+
+    /// Connects and sends the stream's header.
+    public func start() throws(MediaError) {
+        try lock.withLock { _ throws(MediaError) in
+            do throws(FFmpegError) {
+                try output.writeHeader(options: output.context.pointee.oformat.pointee.name.map(String.init(cString:)) == "flv"
+                                       ? [("flvflags", "no_duration_filesize")] : [])
+            } catch {
+                throw MediaError(.writeFailed, "cannot connect to \(redactedURL): \(error.text)")
+            }
+            for i in 0..<output.streamCount { timeBases[i] = output.timeBase(of: Int32(i)) }
+            started = true
+            logger.info("streaming", metadata: ["url": "\(redactedURL)"])
+        }
+    }
+
+    package func write(_ encoded: EncodedPacket, track: Int) throws(MediaError) {
+        try lock.withLock { _ throws(MediaError) in
+            if let failure { throw failure }
+            guard started, !finished else { return }
+            let packet = encoded.packet
+            if packet.pointee.duration == 0 { packet.pointee.duration = encoded.defaultDuration }
+            packet.pointee.stream_index = Int32(track)
+            av_packet_rescale_ts(packet, encoded.timeBase, timeBases[track])
+            // The container's milliseconds can make two decode times one: the later waits a unit.
+            if packet.pointee.dts <= lastDecodeTimes[track] {
+                packet.pointee.dts = lastDecodeTimes[track] + 1
+                if packet.pointee.pts < packet.pointee.dts { packet.pointee.pts = packet.pointee.dts }
+            }
+            lastDecodeTimes[track] = packet.pointee.dts
+            let size = Int64(packet.pointee.size)
+            do throws(FFmpegError) {
+                try output.writeInterleaved(packet)
+            } catch {
+                let failure = MediaError(.writeFailed, "the stream to \(redactedURL) broke: \(error.text)")
+                self.failure = failure
+                throw failure
+            }
+            bytes.add(size, ordering: .relaxed)
+        }
+    }
+
+    /// A stream has no fragments to cut: what is written goes out as it is written.
+    package func flush() throws(MediaError) {}
+
+    public func finish() throws(MediaError) {
+        try lock.withLock { _ throws(MediaError) in
+            guard !finished else { return }
+            finished = true
+            var result = failure
+            if started, failure == nil {
+                do throws(FFmpegError) { try output.writeTrailer() } catch {
+                    result = MediaError(.writeFailed, "ending the stream to \(redactedURL) failed: \(error.text)")
+                }
+            }
+            output.close()
+            if let result { throw result }
+        }
+    }
+
+    /// Bytes of media sent so far.
+    public var bytesWritten: Int64 { bytes.load(ordering: .relaxed) }
+}

@@ -1,0 +1,99 @@
+public import Foundation
+public import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A private nginx with its RTMP module (Debian's `nginx-light` + `libnginx-mod-rtmp`), as any
+/// broadcast ingest: `rtmp://127.0.0.1:PORT/live/KEY` takes a publish, and `ffprobe` reads it back
+/// from the same address. Runs as root without touching the system's nginx: its own prefix, config,
+/// logs and pid under a temporary folder, in the foreground (`daemon off`), stopped with the handle.
+public final class NginxRTMPServer: Sendable {
+    public let port: Int
+    public let directory: URL
+    private let process: BackgroundProcess
+
+    /// `rtmp://127.0.0.1:PORT/live`: append `/KEY`.
+    public var base: String { "rtmp://127.0.0.1:\(port)/live" }
+
+    private init(port: Int, directory: URL, process: BackgroundProcess) {
+        self.port = port
+        self.directory = directory
+        self.process = process
+    }
+
+    /// Starts nginx on a free port and waits until it accepts connections.
+    public static func start(logger: Logger = .harness) async throws -> NginxRTMPServer {
+        let module = "/usr/lib/nginx/modules/ngx_rtmp_module.so"
+        guard FileManager.default.fileExists(atPath: module) else {
+            throw HarnessError("no \(module): install nginx-light and libnginx-mod-rtmp (scripts/bootstrap.sh does)")
+        }
+        var failures: [String] = []
+        for _ in 0..<5 {
+            let port = Int.random(in: 20_000..<40_000)
+            let directory = try makeTemporaryDirectory(prefix: "ork-nginx")
+            for folder in ["logs", "temp"] {
+                try FileManager.default.createDirectory(at: directory.appendingPathComponent(folder), withIntermediateDirectories: true)
+            }
+            let prefix = directory.path
+            let configuration = """
+                load_module \(module);
+                daemon off;
+                user root;
+                worker_processes 1;
+                pid \(prefix)/nginx.pid;
+                error_log \(prefix)/logs/error.log info;
+                events { worker_connections 64; }
+                rtmp {
+                    server {
+                        listen 127.0.0.1:\(port);
+                        chunk_size 4096;
+                        application live { live on; record off; }
+                    }
+                }
+                http {
+                    access_log off;
+                    client_body_temp_path \(prefix)/temp/body;
+                    proxy_temp_path \(prefix)/temp/proxy;
+                    fastcgi_temp_path \(prefix)/temp/fastcgi;
+                    uwsgi_temp_path \(prefix)/temp/uwsgi;
+                    scgi_temp_path \(prefix)/temp/scgi;
+                }
+                """
+            try configuration.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
+            let process = try BackgroundProcess("nginx", arguments: ["-p", prefix, "-c", "\(prefix)/nginx.conf", "-e", "\(prefix)/logs/early.log"])
+            let server = NginxRTMPServer(port: port, directory: directory, process: process)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline, process.isRunning {
+                if Self.accepts(port: port) {
+                    logger.debug("nginx-rtmp ready", metadata: ["port": "\(port)", "pid": "\(process.pid)"])
+                    return server
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let early = (try? String(contentsOf: directory.appendingPathComponent("logs/early.log"), encoding: .utf8)) ?? ""
+            failures.append("port \(port): \(process.currentError.suffix(300)) \(early.suffix(300))")
+            await server.stop()
+        }
+        throw HarnessError("nginx-rtmp did not start:\n" + failures.joined(separator: "\n"))
+    }
+
+    /// Stops nginx and removes its folder.
+    public func stop() async {
+        _ = await process.terminate(grace: .seconds(2))
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+}
