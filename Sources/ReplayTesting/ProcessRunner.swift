@@ -1,5 +1,6 @@
 public import Foundation
 import ReplayIPC
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -38,13 +39,11 @@ public struct ProcessResult: Sendable, CustomStringConvertible {
 /// pipes: a daemon it starts may inherit them), readable at any time; they are removed when the
 /// handle goes. Its exit is collected with `waitpid` (no SIGCHLD machinery to miss it).
 ///
-/// `@unchecked Sendable`: the exit status is only read or written under `lock`.
-public final class BackgroundProcess: @unchecked Sendable {
+public final class BackgroundProcess: Sendable {
     public let executable: String
     public let arguments: [String]
     public let pid: Int32
-    private let lock = NSLock()
-    private var exitStatus: Int32?
+    private let exitStatus = Mutex<Int32?>(nil)
     private let outputURL: URL
     private let errorURL: URL
     private let directory: URL
@@ -76,7 +75,7 @@ public final class BackgroundProcess: @unchecked Sendable {
     }
 
     deinit {
-        if exitStatus == nil {
+        if exitStatus.withLock({ $0 }) == nil {
             Glibc.kill(pid, SIGKILL)
             var status: Int32 = 0
             _ = waitpid(pid, &status, 0)
@@ -86,7 +85,7 @@ public final class BackgroundProcess: @unchecked Sendable {
 
     /// Collects the exit status if it has exited.
     private func poll() -> Int32? {
-        lock.withLock {
+        exitStatus.withLock { exitStatus in
             if let exitStatus { return exitStatus }
             var status: Int32 = 0
             let rc = waitpid(pid, &status, WNOHANG)

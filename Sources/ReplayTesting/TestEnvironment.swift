@@ -1,5 +1,6 @@
 public import Foundation
 public import Logging
+import Synchronization
 
 /// Everything a system test of `replay` needs, private to that test: an Xvfb display with the test
 /// content on it, a PulseAudio server, and a private `XDG_RUNTIME_DIR` (mode 0700) and `HOME`, so
@@ -44,7 +45,7 @@ public final class TestEnvironment: Sendable {
     /// and the PulseAudio client variables, over ours without any other display or session's.
     public let environment: [String: String]
     private let logger: Logger
-    private let started = LockedValue<[BackgroundProcess]>([])
+    private let started = Mutex<[BackgroundProcess]>([])
 
     private init(xvfb: XvfbServer, pulse: PulseAudioServer?, content: TestContent?, directory: URL,
                  environment: [String: String], logger: Logger) {
@@ -199,21 +200,5 @@ public final class TestEnvironment: Sendable {
             logger.info("recordings kept", metadata: ["folder": "\(kept.path)"])
         }
         try? FileManager.default.removeItem(at: directory)
-    }
-}
-
-/// A value behind a lock.
-///
-/// `@unchecked Sendable`: `value` is only read or written while `lock` is held.
-final class LockedValue<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }
