@@ -1,5 +1,6 @@
 import ReplayMedia
 import ReplayCapture
+import ReplayFFmpeg
 import Logging
 import Synchronization
 import Foundation

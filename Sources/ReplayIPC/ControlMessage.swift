@@ -25,11 +25,6 @@ public struct Hello: Codable, Sendable, Equatable {
     public struct Role: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
         public var rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
         public var description: String { rawValue }
 
         /// A control client such as `replay`.

@@ -70,14 +70,9 @@ public final class SharedMemory: @unchecked Sendable {
             close(fd)
             throw ReplayError(.internal, "cannot seal the shared memory's size: \(String(cString: strerror(-sealed)))")
         }
-        guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), base != MAP_FAILED else {
-            let error = errno
-            close(fd)
-            throw ReplayError(.internal, "cannot map the shared memory: \(String(cString: strerror(error)))")
-        }
         descriptor = fd
         self.size = size
-        baseAddress = base
+        baseAddress = try Self.map(fd, size: size, writable: true, code: .internal)
     }
 
     /// Maps shared memory received from a peer (the descriptor becomes this object's, and is
@@ -88,15 +83,19 @@ public final class SharedMemory: @unchecked Sendable {
             close(fd)
             throw ReplayError(.badRequest, "the descriptor received is not shared memory")
         }
-        let size = Int(info.st_size)
+        descriptor = fd
+        size = Int(info.st_size)
+        baseAddress = try Self.map(fd, size: size, writable: writable, code: .badRequest)
+    }
+
+    /// Maps `size` bytes of `fd`, shared; closes `fd` when it cannot.
+    private static func map(_ fd: Int32, size: Int, writable: Bool, code: ReplayError.Code) throws(ReplayError) -> UnsafeMutableRawPointer {
         guard let base = mmap(nil, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0), base != MAP_FAILED else {
             let error = errno
             close(fd)
-            throw ReplayError(.badRequest, "cannot map the shared memory received: \(String(cString: strerror(error)))")
+            throw ReplayError(code, "cannot map the shared memory: \(String(cString: strerror(error)))")
         }
-        descriptor = fd
-        self.size = size
-        baseAddress = base
+        return base
     }
 
     deinit {

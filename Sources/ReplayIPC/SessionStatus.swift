@@ -5,11 +5,6 @@ public struct SessionStatus: Codable, Sendable, Equatable {
     public struct Kind: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
         public var rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
         public var description: String { rawValue }
 
         /// The system recording: the whole screen (or a region) for the person at the desktop.

@@ -1,4 +1,5 @@
 import CFFmpeg
+import ReplayFFmpeg
 
 /// What one encoder makes, described for a destination that adds a track for it.
 package struct TrackFormat: @unchecked Sendable {
@@ -74,6 +75,19 @@ package struct TrackOutputs: Sendable {
                 try entry.destination.write(EncodedPacket(packet: clone, timeBase: packet.timeBase,
                                                           defaultDuration: packet.defaultDuration), track: entry.track)
             }
+        }
+    }
+}
+
+extension FormatOutput {
+    /// Adds a stream for `format`'s encoder, counting time in `timeBase`, named after the track.
+    func addTrack(_ format: TrackFormat, timeBase: AVRational) throws(MediaError) -> Int {
+        do throws(FFmpegError) {
+            return Int(try addStream(timeBase: timeBase, handlerName: format.name) { parameters in
+                avcodec_parameters_from_context(parameters, format.codec)
+            })
+        } catch {
+            throw MediaError(.writeFailed, "cannot add the track \(format.name): \(error.text)")
         }
     }
 }

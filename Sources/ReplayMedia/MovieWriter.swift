@@ -60,16 +60,10 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
         let timeBase = format.kind == .video ? AVRational(num: format.timeBase.num, den: format.timeBase.den * 2) : format.timeBase
         return try lock.withLock { _ throws(MediaError) in
             precondition(!started, "tracks are added before the movie starts")
-            do throws(FFmpegError) {
-                let index = try output.addStream(timeBase: timeBase, handlerName: format.name) { parameters in
-                    avcodec_parameters_from_context(parameters, format.codec)
-                }
-                timeBases.append(timeBase)   // the muxer may change it (`start`)
-                decodeTimes.append(-1)
-                return Int(index)
-            } catch {
-                throw MediaError(.writeFailed, "cannot add the track \(format.name): \(error.text)")
-            }
+            let index = try output.addTrack(format, timeBase: timeBase)
+            timeBases.append(timeBase)   // the muxer may change it (`start`)
+            decodeTimes.append(-1)
+            return index
         }
     }
 

@@ -49,16 +49,10 @@ public final class StreamOutput: MediaDestination, @unchecked Sendable {
     package func addTrack(_ format: TrackFormat) throws(MediaError) -> Int {
         try lock.withLock { _ throws(MediaError) in
             precondition(!started, "tracks are added before the stream starts")
-            do throws(FFmpegError) {
-                let index = try output.addStream(timeBase: format.timeBase) { parameters in
-                    avcodec_parameters_from_context(parameters, format.codec)
-                }
-                timeBases.append(format.timeBase)
-                lastDecodeTimes.append(.min)
-                return Int(index)
-            } catch {
-                throw MediaError(.writeFailed, "cannot add the track \(format.name) to \(redactedURL): \(error.text)")
-            }
+            let index = try output.addTrack(format, timeBase: format.timeBase)
+            timeBases.append(format.timeBase)
+            lastDecodeTimes.append(.min)
+            return index
         }
     }
 

@@ -1,6 +1,7 @@
 internal import CFFmpeg
 internal import ReplayFFmpeg
 import Foundation
+import Synchronization
 import Logging
 import NIOCore
 
@@ -8,28 +9,24 @@ import NIOCore
 /// media-server cluster — through libavformat's FLV muxer and RTMP client.
 ///
 /// The network is slow and blocking, so the relay has its own thread, which alone owns the
-/// `AVFormatContext`; the ingest only enqueues. A relay that falls `queueLimit` packets behind or fails
-/// is dropped with a log line: it never slows the ingest down.
-///
-/// `@unchecked Sendable`: the mutable queue state is only touched while holding `condition`.
-final class RTMPRelay: @unchecked Sendable {
-    enum Packet {
+/// `FLVOutput`; the ingest only enqueues (`BoundedQueue`). A relay that falls `queueLimit` packets
+/// behind or fails is dropped with a log line: it never slows the ingest down.
+final class RTMPRelay: Sendable {
+    enum Packet: Sendable {
         case video(ByteBuffer, dts: Int64, compositionTime: Int64, keyframe: Bool)
         case audio(ByteBuffer, dts: Int64)
     }
 
     let url: String
     let logger: Logger
-    let queueLimit: Int
-    private let condition = NSCondition()
-    private var queue: [Packet] = []
-    private var closed = false
-    private var failed = false
+    private let queue: BoundedQueue<Packet>
+    /// Set once the relay has given up (fell behind, or the connection failed).
+    private let failed = Atomic<Bool>(false)
 
     init(url: String, logger: Logger, queueLimit: Int = 2000) {
         self.url = url
         self.logger = logger
-        self.queueLimit = queueLimit
+        queue = BoundedQueue(capacity: queueLimit)
     }
 
     /// Starts the relay's thread: it connects, then writes what is enqueued until `close()`.
@@ -40,25 +37,15 @@ final class RTMPRelay: @unchecked Sendable {
     }
 
     func enqueue(_ packet: Packet) {
-        condition.lock()
-        defer { condition.unlock() }
-        guard !closed, !failed else { return }
-        if queue.count >= queueLimit {
-            failed = true
-            queue.removeAll()
-            logger.error("RTMP relay dropped: it fell too far behind", metadata: ["url": "\(Self.redacted(url))"])
-        } else {
-            queue.append(packet)
-        }
-        condition.signal()
+        guard !queue.push(packet), !failed.load(ordering: .acquiring) else { return }
+        // Full (or closed: then `close()` came first and this packet is simply late).
+        if queue.isClosed { return }
+        give(up: "it fell too far behind")
     }
 
     /// Finishes the relay after what is queued.
     func close() {
-        condition.lock()
-        closed = true
-        condition.signal()
-        condition.unlock()
+        queue.close()
     }
 
     /// The URL without its last path component (usually a stream key).
@@ -66,19 +53,19 @@ final class RTMPRelay: @unchecked Sendable {
         FormatOutput.redacted(url)
     }
 
-    private func next() -> Packet? {
-        condition.lock()
-        defer { condition.unlock() }
-        while queue.isEmpty, !closed, !failed { condition.wait() }
-        if failed || queue.isEmpty { return nil }
-        return queue.removeFirst()
+    private func give(up reason: String, error: (any Error)? = nil) {
+        guard !failed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        queue.close(discardingWhatIsLeft: true)
+        var metadata: Logger.Metadata = ["url": "\(Self.redacted(url))"]
+        if let error { metadata["error"] = "\(error)" }
+        logger.error("RTMP relay dropped: \(reason)", metadata: metadata)
     }
 
     private func run(video: FragmentedMP4Muxer.VideoConfiguration, audio: FragmentedMP4Muxer.AudioConfiguration?) {
         do {
             let output = try FLVOutput(url: url, video: video, audio: audio)
             logger.info("RTMP relay connected", metadata: ["url": "\(Self.redacted(url))"])
-            while let packet = next() {
+            while let packet = queue.pop() {
                 switch packet {
                 case .video(let data, let dts, let cts, let keyframe):
                     try output.write(data, stream: 0, dts: dts, pts: dts + max(0, cts), keyframe: keyframe)
@@ -86,14 +73,11 @@ final class RTMPRelay: @unchecked Sendable {
                     try output.write(data, stream: 1, dts: dts, pts: dts, keyframe: true)
                 }
             }
+            guard !failed.load(ordering: .acquiring) else { return }
             try output.finish()
             logger.info("RTMP relay finished", metadata: ["url": "\(Self.redacted(url))"])
         } catch {
-            condition.lock()
-            failed = true
-            queue.removeAll()
-            condition.unlock()
-            logger.error("RTMP relay failed", metadata: ["url": "\(Self.redacted(url))", "error": "\(error)"])
+            give(up: "it failed", error: error)
         }
     }
 }

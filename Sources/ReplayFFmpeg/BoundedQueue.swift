@@ -1,8 +1,9 @@
 import Foundation
 
-/// A bounded FIFO between two dedicated threads (capture → encoder). `push` never blocks: when
-/// the queue is full it refuses, and the producer counts a dropped frame. `pop` blocks until an
-/// element arrives or the queue is closed and empty. Ordered: one consumer loop per stream.
+/// A bounded FIFO between two dedicated threads (capture → encoder, ingest → RTMP relay). `push`
+/// never blocks: when the queue is full it refuses, and the producer decides (the capture counts a
+/// dropped frame; the relay gives up). `pop` blocks until an element arrives or the queue is closed
+/// and empty. Ordered: one consumer loop per stream.
 package final class BoundedQueue<Element: Sendable>: Sendable {
     private struct State {
         var items: [Element] = []
@@ -36,6 +37,13 @@ package final class BoundedQueue<Element: Sendable>: Sendable {
         return state.items.isEmpty ? nil : state.items.removeFirst()
     }
 
+    /// True once `close` was called.
+    package var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.closed
+    }
+
     /// The oldest element, or nil at once when there is none.
     package func tryPop() -> Element? {
         condition.lock()
@@ -43,10 +51,11 @@ package final class BoundedQueue<Element: Sendable>: Sendable {
         return state.items.isEmpty ? nil : state.items.removeFirst()
     }
 
-    /// No more pushes; `pop` drains what is left, then returns nil.
-    package func close() {
+    /// No more pushes; `pop` drains what is left (or nothing, with `discardingWhatIsLeft`), then returns nil.
+    package func close(discardingWhatIsLeft: Bool = false) {
         condition.lock()
         state.closed = true
+        if discardingWhatIsLeft { state.items.removeAll() }
         condition.broadcast()
         condition.unlock()
     }
