@@ -1,6 +1,7 @@
 #include "CFFmpegShim.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 _Static_assert(LIBAVCODEC_VERSION_MAJOR == 59, "OpenReplayKit is written against libavcodec 59 (FFmpeg 5.1)");
 _Static_assert(LIBAVFORMAT_VERSION_MAJOR == 59, "OpenReplayKit is written against libavformat 59 (FFmpeg 5.1)");
 _Static_assert(LIBAVUTIL_VERSION_MAJOR == 57, "OpenReplayKit is written against libavutil 57 (FFmpeg 5.1)");
+// The Swift side writes AV_NOPTS_VALUE (a macro of a cast) as Int64.min (ReplayFFmpeg.noTimestamp).
+_Static_assert(AV_NOPTS_VALUE == INT64_MIN, "AV_NOPTS_VALUE is INT64_MIN");
 // AVERROR(e) is -e on every platform FFmpeg supports with EDOM > 0; the Swift side compares codes.
 _Static_assert(AVERROR(EAGAIN) == -EAGAIN, "AVERROR is the negated errno");
 

@@ -54,3 +54,7 @@ package func check(_ operation: @autoclosure () -> String, _ code: Int32) throws
     guard code >= 0 else { throw FFmpegError(operation(), code: code) }
     return code
 }
+
+/// `AV_NOPTS_VALUE`: a packet or frame without a timestamp (INT64_MIN in FFmpeg 5.1; a macro of a
+/// cast, which Swift does not import).
+package let noTimestamp = Int64.min
