@@ -20,6 +20,7 @@ public final class MovieWriter: @unchecked Sendable {
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
     private var decodeTimes: [Int64] = []   // the last decode time written to each track (-1: none yet)
+    private var ends: [Int64] = []          // where each track's last packet ends (presentation), in its time base
     private var started = false
     private var finished = false
     private var failure: MediaError?
@@ -81,6 +82,7 @@ public final class MovieWriter: @unchecked Sendable {
             av_dict_set(&stream.pointee.metadata, "handler_name", name, 0)
             timeBases.append(timeBase)   // the muxer may change it (`start`)
             decodeTimes.append(-1)
+            ends.append(0)
             return TrackID(index: stream.pointee.index)
         }
     }
@@ -136,6 +138,8 @@ public final class MovieWriter: @unchecked Sendable {
                 packet.pointee.dts = earliest
             }
             decodeTimes[Int(track.index)] = packet.pointee.dts
+            let end = max(packet.pointee.pts, packet.pointee.dts) + packet.pointee.duration
+            ends[Int(track.index)] = max(ends[Int(track.index)], end)
             return packet
         }
     }
@@ -171,8 +175,10 @@ public final class MovieWriter: @unchecked Sendable {
         }
     }
 
-    /// Writes the trailer and closes the file. After a write failure it still closes what it can:
-    /// the fragments already on disk stay playable.
+    /// Writes the trailer, closes the file and states each track's duration and the movie's in its
+    /// header (`MovieDurations`: libavformat leaves them 0 with `empty_moov`). After a write failure
+    /// it still closes what it can: the fragments already on disk stay playable, and the header
+    /// says nothing (readers add up the fragments there, as after a crash).
     public func finish() throws(MediaError) {
         try lock.withLock { _ throws(MediaError) in
             guard !finished else { return }
@@ -188,6 +194,42 @@ public final class MovieWriter: @unchecked Sendable {
             }
             if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
             if let result { throw result }
+            if started { writeDurations() }
+        }
+    }
+
+    /// Where each track ends, as written so far (seconds).
+    package var trackEnds: [Double] {
+        lock.withLock { _ in
+            zip(ends, timeBases).map { Double($0) * Double($1.num) / Double($1.den) }
+        }
+    }
+
+    /// Overwrites the header's durations in the closed file (under the lock). A failure here loses
+    /// only the stated durations (players then add up the fragments): logged, not thrown.
+    private func writeDurations() {
+        let trackEnds = zip(ends, timeBases).map { MovieDurations.End($0, numerator: Int64($1.num), denominator: Int64($1.den)) }
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else {
+            logger.warning("cannot reopen \(path) to write its durations: \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { close(fd) }
+        // ftyp and the empty moov: under a kilobyte per track.
+        var header = [UInt8](repeating: 0, count: 64 * 1024)
+        let count = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return }
+        header.removeSubrange(count...)
+        do {
+            for patch in try MovieDurations.patches(header: header, ends: trackEnds) {
+                let written = patch.bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(patch.offset)) }
+                guard written == patch.bytes.count else {
+                    logger.warning("cannot write the durations into \(path): \(String(cString: strerror(errno)))")
+                    return
+                }
+            }
+        } catch {
+            logger.warning("the durations of \(path) are left unstated: \(error)")
         }
     }
 
