@@ -75,6 +75,30 @@ package struct MovieDurations: Sendable, Equatable {
         return patches
     }
 
+    /// How much of a fragmented MP4 plays whole: up to the end of its last complete fragment
+    /// (`moof` then `mdat`) or other complete top-level box, given its top-level boxes in order
+    /// (type and size; a size of 0 runs to the end) and the file's size. After a write error (a full
+    /// disk) the last fragment may be cut short: its `moof` promises samples that are not there, and
+    /// readers then state a duration that no packet reaches. `MovieWriter` cuts the file here.
+    package static func completeLength(of boxes: [(type: String, size: Int64)], fileSize: Int64) -> Int64 {
+        var offset: Int64 = 0
+        var complete: Int64 = 0
+        var inFragment = false
+        for (type, size) in boxes {
+            guard size >= 8, offset + size <= fileSize else { break }
+            offset += size
+            switch type {
+            case "moof": inFragment = true
+            case "mdat":
+                if inFragment { complete = offset }
+                inFragment = false
+            default:
+                if !inFragment { complete = offset }
+            }
+        }
+        return complete
+    }
+
     // MARK: boxes
 
     struct Box {

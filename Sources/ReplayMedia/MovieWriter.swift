@@ -193,6 +193,7 @@ public final class MovieWriter: @unchecked Sendable {
                 bytes.store(avio_tell(context.pointee.pb), ordering: .relaxed)
             }
             if context.pointee.pb != nil { avio_closep(&context.pointee.pb) }
+            if failure != nil, started { cutUnfinishedFragment() }
             if let result { throw result }
             if started { writeDurations() }
         }
@@ -202,6 +203,37 @@ public final class MovieWriter: @unchecked Sendable {
     package var trackEnds: [Double] {
         lock.withLock { _ in
             zip(ends, timeBases).map { Double($0) * Double($1.num) / Double($1.den) }
+        }
+    }
+
+    /// After a write error: cuts the closed file after its last complete fragment, so that what
+    /// readers state agrees with the packets there (a fragment cut short by a full disk promises
+    /// samples that are missing). Logged, not thrown: the file plays either way.
+    private func cutUnfinishedFragment() {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return }
+        let fileSize = Int64(status.st_size)
+        var boxes: [(type: String, size: Int64)] = []
+        var offset: Int64 = 0
+        var header = [UInt8](repeating: 0, count: 16)
+        while offset + 8 <= fileSize {
+            let count = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 16, off_t(offset)) }
+            guard count >= 8 else { break }
+            var size = header[0..<4].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            if size == 1, count == 16 { size = header[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
+            if size == 0 { size = fileSize - offset }
+            boxes.append((String(decoding: header[4..<8], as: UTF8.self), size))
+            guard size >= 8 else { break }
+            offset += size
+        }
+        let length = MovieDurations.completeLength(of: boxes, fileSize: fileSize)
+        guard length < fileSize, length > 0 else { return }
+        if ftruncate(fd, off_t(length)) == 0 {
+            logger.info("cut \(path) after its last complete fragment: \(fileSize - length) bytes of an unfinished one dropped")
+            bytes.store(length, ordering: .relaxed)
         }
     }
 

@@ -80,6 +80,15 @@ import Testing
         #expect(Self.read(patched, after: "tkhd", skip: 20, count: 4, occurrence: 1) == 90_000_000)
     }
 
+    @Test func aFragmentCutShortIsLeftOut() {
+        let boxes: [(type: String, size: Int64)] = [("ftyp", 28), ("moov", 700), ("moof", 100), ("mdat", 1000), ("moof", 100), ("mdat", 5000)]
+        #expect(MovieDurations.completeLength(of: boxes, fileSize: 6928) == 6928, "all complete")
+        #expect(MovieDurations.completeLength(of: boxes, fileSize: 6000) == 1828, "the last mdat is cut short")
+        #expect(MovieDurations.completeLength(of: Array(boxes.prefix(5)), fileSize: 1928) == 1828, "a moof without its mdat")
+        #expect(MovieDurations.completeLength(of: boxes + [("mfra", 50)], fileSize: 6978) == 6978, "the trailer counts")
+        #expect(MovieDurations.completeLength(of: [("ftyp", 28), ("moov", 700)], fileSize: 500) == 28)
+    }
+
     @Test func aFileWithoutMoovIsAnError() {
         #expect(throws: MovieDurations.FormatError.self) { try MovieDurations.patches(header: Self.box("ftyp", [0, 0, 0, 0]), ends: ends) }
         let header = Self.header(version: 0, mehd: false)
