@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEBUG_BIN := $(CURDIR)/.build/debug
 RELEASE_BIN := $(CURDIR)/.build/release
 
-.PHONY: all bootstrap build release-cli release bench-tools test demo bench install uninstall clean
+.PHONY: all bootstrap build release-cli release bench-tools test demo bench install uninstall clean cli-docs cli-release cli-debug icons
 
 all: build
 
@@ -43,20 +43,79 @@ test: bootstrap
 demo: release
 	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
 
-## install: `replay` and `replayd` (release builds) into $(PREFIX)/bin, and replayd's systemd user
-## unit into $(PREFIX)/lib/systemd/user (a folder systemd reads for every user). As root.
+## install: `replay` and `replayd` (release builds) into $(PREFIX)/bin, replayd's systemd user unit
+## into $(PREFIX)/lib/systemd/user (a folder systemd reads for every user), the "Screen Recording"
+## desktop entry and its icon, the man pages of replay and replayd, and replay's completion scripts
+## for bash, zsh and fish, each where its tool looks under $(PREFIX)/share. As root.
+## CONFIGURATION=debug installs the debug build instead (what the install test does; build it first).
 PREFIX ?= /usr/local
+CONFIGURATION ?= release
+BUILT_BIN := $(CURDIR)/.build/$(CONFIGURATION)
+CLI_DOCS := $(CURDIR)/.build/cli-docs
+APP_ID := org.openreplaykit.ScreenRecording
+ICON_SIZES := 16 24 32 48 64 128 256
 UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
-install: release-cli
-	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR)
-	install -m 755 $(RELEASE_BIN)/replay $(RELEASE_BIN)/replayd $(DESTDIR)$(PREFIX)/bin/
+SHARE_DIR := $(DESTDIR)$(PREFIX)/share
+MAN_DIR := $(SHARE_DIR)/man/man1
+BASH_COMPLETION_DIR := $(SHARE_DIR)/bash-completion/completions
+ZSH_COMPLETION_DIR := $(SHARE_DIR)/zsh/site-functions
+FISH_COMPLETION_DIR := $(SHARE_DIR)/fish/vendor_completions.d
+# Extra options for `swift package` (the install test passes --ignore-lock: it runs inside `swift test`).
+SWIFT_PACKAGE_FLAGS ?=
+
+cli-release: release-cli
+cli-debug:
+
+## cli-docs: the man pages of replay and replayd (swift-argument-parser's generate-manual plugin,
+## from their --help; the plugin builds every product of the package in CONFIGURATION and writes a
+## page for each; blank lines become mdoc paragraphs) and replay's completion scripts, into .build/cli-docs.
+cli-docs: cli-$(CONFIGURATION)
+	rm -rf $(CLI_DOCS) && mkdir -p $(CLI_DOCS)
+	$(SWIFT) package $(SWIFT_PACKAGE_FLAGS) plugin generate-manual --configuration $(CONFIGURATION) \
+	  --authors 'the OpenReplayKit authors'
+	for page in replay replayd; do \
+	  sed 's/^$$/.Pp/' .build/plugins/GenerateManual/outputs/$$page/$$page.1 > $(CLI_DOCS)/$$page.1 || exit 1; \
+	done
+	$(BUILT_BIN)/replay --generate-completion-script bash > $(CLI_DOCS)/replay.bash
+	$(BUILT_BIN)/replay --generate-completion-script zsh > $(CLI_DOCS)/_replay
+	$(BUILT_BIN)/replay --generate-completion-script fish > $(CLI_DOCS)/replay.fish
+
+install: cli-docs
+	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR) $(SHARE_DIR)/applications $(SHARE_DIR)/icons/hicolor/scalable/apps \
+	  $(MAN_DIR) $(BASH_COMPLETION_DIR) $(ZSH_COMPLETION_DIR) $(FISH_COMPLETION_DIR)
+	install -m 755 $(BUILT_BIN)/replay $(BUILT_BIN)/replayd $(DESTDIR)$(PREFIX)/bin/
 	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/replayd.service > $(UNIT_DIR)/replayd.service
 	chmod 644 $(UNIT_DIR)/replayd.service
-	@echo "Installed replay and replayd in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR)."
+	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/desktop/$(APP_ID).desktop > $(SHARE_DIR)/applications/$(APP_ID).desktop
+	chmod 644 $(SHARE_DIR)/applications/$(APP_ID).desktop
+	install -m 644 dist/desktop/icons/$(APP_ID).svg $(SHARE_DIR)/icons/hicolor/scalable/apps/
+	for size in $(ICON_SIZES); do \
+	  install -d $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps && \
+	  install -m 644 dist/desktop/icons/$(APP_ID)-$$size.png $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps/$(APP_ID).png || exit 1; \
+	done
+	install -m 644 $(CLI_DOCS)/replay.1 $(CLI_DOCS)/replayd.1 $(MAN_DIR)/
+	install -m 644 $(CLI_DOCS)/replay.bash $(BASH_COMPLETION_DIR)/replay
+	install -m 644 $(CLI_DOCS)/_replay $(ZSH_COMPLETION_DIR)/_replay
+	install -m 644 $(CLI_DOCS)/replay.fish $(FISH_COMPLETION_DIR)/replay.fish
+	@if [ -z "$(DESTDIR)" ] && command -v update-desktop-database >/dev/null; then update-desktop-database -q $(SHARE_DIR)/applications || true; fi
+	@if [ -z "$(DESTDIR)" ] && command -v gtk-update-icon-cache >/dev/null; then gtk-update-icon-cache -q -t $(SHARE_DIR)/icons/hicolor || true; fi
+	@echo "Installed replay and replayd in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR);"
+	@echo "the Screen Recording desktop entry and icon, man pages (man replay) and completions under $(SHARE_DIR)."
 	@echo "replay starts replayd when needed; to keep it running instead: systemctl --user enable --now replayd"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/replay $(DESTDIR)$(PREFIX)/bin/replayd $(UNIT_DIR)/replayd.service
+	rm -f $(SHARE_DIR)/applications/$(APP_ID).desktop $(SHARE_DIR)/icons/hicolor/scalable/apps/$(APP_ID).svg
+	for size in $(ICON_SIZES); do rm -f $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps/$(APP_ID).png; done
+	rm -f $(MAN_DIR)/replay.1 $(MAN_DIR)/replayd.1 $(BASH_COMPLETION_DIR)/replay $(ZSH_COMPLETION_DIR)/_replay \
+	  $(FISH_COMPLETION_DIR)/replay.fish
+
+## icons: the PNG sizes of the icon, rendered from its SVG (librsvg2-bin's rsvg-convert); the PNGs
+## are committed, so that building and installing need no renderer.
+icons:
+	for size in $(ICON_SIZES); do \
+	  rsvg-convert -w $$size -h $$size dist/desktop/icons/$(APP_ID).svg -o dist/desktop/icons/$(APP_ID)-$$size.png || exit 1; \
+	done
 
 ## bench: the benchmarks against ffmpeg (slow; never part of `make test`).
 bench: bench-tools

@@ -18,6 +18,7 @@ TEST_PACKAGES=(
   ffmpeg
   nginx-light libnginx-mod-rtmp
   chromium fonts-dejavu-core curl
+  desktop-file-utils
   postgresql
 )
 

@@ -204,30 +204,30 @@ final class CapturePipeline: @unchecked Sendable {
         let fps = Int64(configuration.framesPerSecond)
         let interval = 1_000_000_000 / fps
         // Frame n is due at start + n/fps exactly: no rounding error accumulates.
-        let frameLimit = configuration.durationSeconds.map { Int64(($0 * Double(fps)).rounded()) }
+        let ending = RecordingEnd(durationSeconds: configuration.durationSeconds, framesPerSecond: fps)
         var index: Int64 = 0
         var tick = start
+        var end: Int64?   // the recording's end, once its last picture went out
         var lastSent = Int64.min
         var push = PushThrough(framesPerSecond: fps)
         var latestChange: Int64 = -1   // the capture's own copy of `lastChange` (it is the only writer)
         defer {
-            endTime.store(tick, ordering: .releasing)
+            endTime.store(end ?? tick, ordering: .releasing)
             frames.close()
         }
         while true {
             tick = start + index * 1_000_000_000 / fps
-            if let frameLimit, index >= frameLimit { return }
             MonotonicClock.sleep(until: tick)
             let stopping = stopRequested.load(ordering: .acquiring)
             let late = MonotonicClock.now() - tick
             if late >= interval, !stopping {
                 // Behind by whole frames (the machine was busy): skip them, counted.
-                let missed = late / interval
-                framesDropped.add(Int(missed), ordering: .relaxed)
-                index += missed
+                let next = ending.skip(from: index, missed: late / interval)
+                framesDropped.add(Int(next - index), ordering: .relaxed)
+                index = next
                 tick = start + index * 1_000_000_000 / fps
-                if let frameLimit, index >= frameLimit { return }
             }
+            let last = ending.isLast(index, stopping: stopping)
             var changed = false
             do throws(CaptureError) {
                 changed = try capture.update()
@@ -240,27 +240,43 @@ final class CapturePipeline: @unchecked Sendable {
                 lastChange.store(index, ordering: .relaxed)
             }
             // A picture when it changed; a repeat at least once a second (fragments keep coming), while
-            // a change is pushed through the encoder (`PushThrough`), and at the end.
+            // a change is pushed through the encoder (`PushThrough`), and at the last tick (`RecordingEnd`).
             let pushing = push.repeatNow(at: index, lastChange: latestChange,
                                          encodedThrough: encodedThrough.load(ordering: .relaxed))
-            if changed || pushing || tick - lastSent >= 1_000_000_000 || (stopping && tick - lastSent >= interval) {
-                if let frame = takeFreeFrame() {
-                    frame.copy(from: capture.current)
-                    frame.timestamp = tick
-                    frame.tick = index
-                    if frames.push(frame) {
-                        lastSent = tick
-                    } else {
-                        _ = freeFrames.push(frame)
-                        framesDropped.add(1, ordering: .relaxed)
-                    }
-                } else {
-                    framesDropped.add(1, ordering: .relaxed)
-                }
+            if changed || pushing || tick - lastSent >= 1_000_000_000 || last {
+                if sendFrame(tick: tick, index: index, waiting: last) { lastSent = tick }
             }
-            if stopping { return }
+            if last {
+                end = start + ending.end(lastTick: index) * 1_000_000_000 / fps
+                return
+            }
             index += 1
         }
+    }
+
+    /// Queues the captured picture for the encoder; drops it (counted) when the encoder is half a
+    /// second behind, unless `waiting` (the last picture, which ends the video): that one waits.
+    private func sendFrame(tick: Int64, index: Int64, waiting: Bool) -> Bool {
+        guard let frame = takeFreeFrame() ?? (waiting ? freeFrames.pop() : nil) else {
+            framesDropped.add(1, ordering: .relaxed)
+            return false
+        }
+        frame.copy(from: capture.current)
+        frame.timestamp = tick
+        frame.tick = index
+        var queued = frames.push(frame)
+        var attempts = 0
+        while !queued, waiting, attempts < 400 {
+            MonotonicClock.sleep(until: MonotonicClock.now() + 5_000_000)
+            queued = frames.push(frame)
+            attempts += 1
+        }
+        guard queued else {
+            _ = freeFrames.push(frame)
+            framesDropped.add(1, ordering: .relaxed)
+            return false
+        }
+        return true
     }
 
     /// A picture to fill: a free one, a new one while fewer than `frameLimit` exist, else nil (the

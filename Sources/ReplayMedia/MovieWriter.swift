@@ -20,6 +20,7 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
     private let lock = Mutex<Void>(())
     private var timeBases: [AVRational] = []
     private var decodeTimes: [Int64] = []   // the last decode time written to each track (-1: none yet)
+    private var ends: [Int64] = []          // where each track's last packet ends (presentation), in its time base
     private var started = false
     private var finished = false
     private var failure: MediaError?
@@ -63,6 +64,7 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
             let index = try output.addTrack(format, timeBase: timeBase)
             timeBases.append(timeBase)   // the muxer may change it (`start`)
             decodeTimes.append(-1)
+            ends.append(0)
             return index
         }
     }
@@ -114,6 +116,8 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
                 packet.pointee.dts = earliest
             }
             decodeTimes[track] = packet.pointee.dts
+            let end = max(packet.pointee.pts, packet.pointee.dts) + packet.pointee.duration
+            ends[track] = max(ends[track], end)
             return packet
         }
     }
@@ -149,8 +153,10 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
         }
     }
 
-    /// Writes the trailer and closes the file. After a write failure it still closes what it can:
-    /// the fragments already on disk stay playable.
+    /// Writes the trailer, closes the file and states each track's duration and the movie's in its
+    /// header (`MovieDurations`: libavformat leaves them 0 with `empty_moov`). After a write failure
+    /// it still closes what it can: the fragments already on disk stay playable, and the header
+    /// says nothing (readers add up the fragments there, as after a crash).
     public func finish() throws(MediaError) {
         try lock.withLock { _ throws(MediaError) in
             guard !finished else { return }
@@ -165,7 +171,75 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
                 bytes.store(output.position, ordering: .relaxed)
             }
             output.close()
+            if failure != nil, started { cutUnfinishedFragment() }
             if let result { throw result }
+            if started { writeDurations() }
+        }
+    }
+
+    /// Where each track ends, as written so far (seconds).
+    package var trackEnds: [Double] {
+        lock.withLock { _ in
+            zip(ends, timeBases).map { Double($0) * Double($1.num) / Double($1.den) }
+        }
+    }
+
+    /// After a write error: cuts the closed file after its last complete fragment, so that what
+    /// readers state agrees with the packets there (a fragment cut short by a full disk promises
+    /// samples that are missing). Logged, not thrown: the file plays either way.
+    private func cutUnfinishedFragment() {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return }
+        let fileSize = Int64(status.st_size)
+        var boxes: [(type: String, size: Int64)] = []
+        var offset: Int64 = 0
+        var header = [UInt8](repeating: 0, count: 16)
+        while offset + 8 <= fileSize {
+            let count = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 16, off_t(offset)) }
+            guard count >= 8 else { break }
+            var size = header[0..<4].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            if size == 1, count == 16 { size = header[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
+            if size == 0 { size = fileSize - offset }
+            boxes.append((String(decoding: header[4..<8], as: UTF8.self), size))
+            guard size >= 8 else { break }
+            offset += size
+        }
+        let length = MovieDurations.completeLength(of: boxes, fileSize: fileSize)
+        guard length < fileSize, length > 0 else { return }
+        if ftruncate(fd, off_t(length)) == 0 {
+            logger.info("cut \(path) after its last complete fragment: \(fileSize - length) bytes of an unfinished one dropped")
+            bytes.store(length, ordering: .relaxed)
+        }
+    }
+
+    /// Overwrites the header's durations in the closed file (under the lock). A failure here loses
+    /// only the stated durations (players then add up the fragments): logged, not thrown.
+    private func writeDurations() {
+        let trackEnds = zip(ends, timeBases).map { MovieDurations.End($0, numerator: Int64($1.num), denominator: Int64($1.den)) }
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else {
+            logger.warning("cannot reopen \(path) to write its durations: \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { close(fd) }
+        // ftyp and the empty moov: under a kilobyte per track.
+        var header = [UInt8](repeating: 0, count: 64 * 1024)
+        let count = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return }
+        header.removeSubrange(count...)
+        do {
+            for patch in try MovieDurations.patches(header: header, ends: trackEnds) {
+                let written = patch.bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(patch.offset)) }
+                guard written == patch.bytes.count else {
+                    logger.warning("cannot write the durations into \(path): \(String(cString: strerror(errno)))")
+                    return
+                }
+            }
+        } catch {
+            logger.warning("the durations of \(path) are left unstated: \(error)")
         }
     }
 

@@ -135,6 +135,28 @@ public enum MediaProbe {
         }
     }
 
+    /// Where the stream `selector` (`v:0`, `a:0`) ends: the latest presentation time plus duration of
+    /// its packets (seconds, as stored).
+    public static func lastPacketEnd(_ file: String, stream selector: String) async throws -> Double {
+        let ends = try await csv(file, ["-select_streams", selector, "-show_entries", "packet=pts_time,duration_time"]).compactMap { fields -> Double? in
+            guard fields.count >= 2, let pts = Double(fields[0]) else { return nil }
+            return pts + (Double(fields[1]) ?? 0)
+        }
+        guard let end = ends.max() else { throw HarnessError("\(file) has no packets in stream \(selector)") }
+        return end
+    }
+
+    /// The durations ffprobe reports for `file`: the format's, each stream's, and where each
+    /// stream's packets end, as one line for messages.
+    public static func durations(_ file: String) async throws -> (format: Double?, streams: [Double?], packetEnds: [Double]) {
+        let info = try await probe(file, countFrames: false)
+        var ends: [Double] = []
+        for stream in info.streams {
+            ends.append(try await lastPacketEnd(file, stream: "\(stream.index)"))
+        }
+        return (info.format.duration, info.streams.map(\.duration), ends)
+    }
+
     private static func csv(_ file: String, _ arguments: [String]) async throws -> [[String]] {
         let result = try await ProcessRunner.run("ffprobe", arguments: ["-v", "error"] + arguments + ["-of", "csv=p=0", file],
                                                  timeout: .seconds(120))

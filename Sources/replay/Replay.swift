@@ -23,9 +23,10 @@ struct Replay: AsyncParsableCommand {
               replay status                 # from another terminal
               replay mic off                # the mic track goes on, silent
               replay stop                   # finishes the file, prints it
+              replay toggle --notify        # start, or stop what runs (for a shortcut)
             """,
         version: Daemon.version,
-        subcommands: [Record.self, Stop.self, Status.self, Mic.self])
+        subcommands: [Record.self, Stop.self, Status.self, Mic.self, Toggle.self])
 }
 
 // MARK: - talking to replayd

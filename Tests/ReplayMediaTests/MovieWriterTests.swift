@@ -157,6 +157,49 @@ import ReplayTesting
         #expect(packets.allSatisfy { $0.decoding <= $0.presentation })
     }
 
+    /// A still screen as replayd writes it: a picture a second, each fragment cut at once, then the
+    /// last picture at the last tick (`RecordingEnd`). The header states what the packets say: the
+    /// format, each stream and the last packet all end at 3 s (the sound at 3 s plus its last block).
+    @Test func aStillMovieStatesItsDurationInTheHeader() async throws {
+        let path = temporaryPath("still.mp4")
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let (width, height, fps) = (320, 240, 30)
+        let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
+        let audio = try AudioEncoder(logger: logger)
+        let writer = try MovieWriter(path: path, logger: logger)
+        var videoTrack = TrackOutputs(), audioTrack = TrackOutputs()
+        videoTrack.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
+        audioTrack.add(writer, track: try writer.addTrack(audio.trackFormat(name: "System sound")))
+        try writer.start()
+        let frame = VideoFrame(width: width, height: height)
+        let pixels = picture(width: width, height: height)
+        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        frame.changedFraction = 0
+        for tick: Int64 in [0, 30, 60, 89] {
+            try video.encode(frame, pts: tick, to: videoTrack)
+            try writer.flush()
+        }
+        try video.encode(nil, pts: 0, to: videoTrack)
+        let samples = [Float](repeating: 0, count: audio.frameSize * 2)
+        var position: Int64 = 0
+        while position < 3 * 48_000 {
+            try samples.withUnsafeBufferPointer { try audio.encode($0, pts: position, to: audioTrack) }
+            position += Int64(audio.frameSize)
+        }
+        try audio.encode(nil, pts: 0, to: audioTrack)
+        try writer.finish()
+
+        let ends = writer.trackEnds
+        #expect(abs(ends[0] - 3) < 1e-9, "the video track ends at 3 s: \(ends)")
+        let (format, streams, packetEnds) = try await MediaProbe.durations(path)
+        let all = "format \(format ?? -1), streams \(streams), packets end \(packetEnds)"
+        #expect(abs((format ?? 0) - ends.max()!) < 0.002, "\(all)")
+        #expect(abs((streams[0] ?? 0) - 3) < 0.001, "\(all)")
+        #expect(abs(packetEnds[0] - 3) < 0.001, "\(all)")
+        #expect(abs((streams[1] ?? 0) - ends[1]) < 0.001 && abs(packetEnds[1] - ends[1]) < 0.001, "\(all)")
+        #expect(ends[1] >= 3 && ends[1] < 3 + 1.0 / Double(fps), "\(all)")
+    }
+
     /// h264_vaapi on a render node that does not open: a clear error naming the node (replayd says
     /// it and records nothing), and the half-made encoder's C handles are freed without a crash.
     @Test func vaapiOnANodeThatDoesNotOpenIsAClearError() {

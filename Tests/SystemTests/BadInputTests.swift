@@ -152,6 +152,17 @@ extension SystemTests {
                     let info = try await MediaProbe.probe(file)
                     let frames = info.videoStreams.first?.readFrames ?? 0
                     #expect(frames > 0, "the file is valid up to there: \(frames) frames")
+                    // The header says nothing after a write error: the file is cut after its last
+                    // complete fragment and readers count the fragments there. What they report
+                    // agrees with the packets there within the decode delay of B-frames (FFmpeg's
+                    // reader ends a track where its last packet decodes: up to 2 ticks early).
+                    let (format, streams, packetEnds) = try await MediaProbe.durations(file)
+                    let all = "ffprobe: format \(format ?? -1), streams \(streams.map { $0 ?? -1 }), packets end at \(packetEnds)"
+                    print("disk full: \(all)")
+                    for (stream, end) in zip(streams, packetEnds) {
+                        #expect(abs((stream ?? 0) - end) <= 3.0 / 30 + 0.001, "\(all)")
+                    }
+                    #expect(abs((format ?? 0) - (packetEnds.max() ?? 0)) <= 3.0 / 30 + 0.001, "\(all)")
                     try await expectNothingRecording(environment)
                 }
             } catch {
