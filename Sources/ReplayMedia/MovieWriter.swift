@@ -11,19 +11,20 @@ import Glibc
 /// a second), each flushed to the file at once: if the process dies, the file plays up to the last
 /// fragment.
 ///
-/// Called from the video and audio encoder threads: one lock serialises them (the muxer is not
-/// thread-safe), which is why this class is `@unchecked Sendable`: every mutable property and the
-/// `FormatOutput` are touched only under `lock`.
-public final class MovieWriter: MediaDestination, @unchecked Sendable {
+/// Called from the video and audio encoder threads: the muxer is not thread-safe, so it and all
+/// that changes live in `state`, behind one `Mutex`.
+public final class MovieWriter: MediaDestination, Sendable {
     public let path: String
-    private let output: FormatOutput
-    private let lock = Mutex<Void>(())
-    private var timeBases: [AVRational] = []
-    private var decodeTimes: [Int64] = []   // the last decode time written to each track (-1: none yet)
-    private var ends: [Int64] = []          // where each track's last packet ends (presentation), in its time base
-    private var started = false
-    private var finished = false
-    private var failure: MediaError?
+    private struct State {
+        let output: FormatOutput
+        var timeBases: [AVRational] = []
+        var decodeTimes: [Int64] = []   // the last decode time written to each track (-1: none yet)
+        var ends: [Int64] = []          // where each track's last packet ends (presentation), in its time base
+        var started = false
+        var finished = false
+        var failure: MediaError?
+    }
+    private let state: Mutex<State>
     private let logger: Logger
     private let bytes = Atomic<Int64>(0)
     private let fragmentDurationMicroseconds: Int64
@@ -41,6 +42,7 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
             throw MediaError(.outputNotWritable, "cannot create \(path): \(String(cString: strerror(code)))")
         }
         close(fd)
+        let output: FormatOutput
         do throws(FFmpegError) {
             output = try FormatOutput(format: "mp4", target: .url(path))
         } catch {
@@ -52,6 +54,7 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
         // Our timestamps are never negative (the AAC priming packet is left out): the muxer must not
         // shift them by the first packet it happens to see, which would move one track against the other.
         output.context.pointee.avoid_negative_ts = AVFMT_AVOID_NEG_TS_DISABLED
+        state = Mutex(State(output: output))
     }
 
     /// Adds a track carrying what `format` describes. Before `start()`.
@@ -59,19 +62,20 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
     /// two ticks at the start (see `write`).
     package func addTrack(_ format: TrackFormat) throws(MediaError) -> Int {
         let timeBase = format.kind == .video ? AVRational(num: format.timeBase.num, den: format.timeBase.den * 2) : format.timeBase
-        return try lock.withLock { _ throws(MediaError) in
-            precondition(!started, "tracks are added before the movie starts")
-            let index = try output.addTrack(format, timeBase: timeBase)
-            timeBases.append(timeBase)   // the muxer may change it (`start`)
-            decodeTimes.append(-1)
-            ends.append(0)
+        return try state.withLock { (state: inout State) throws(MediaError) in
+            precondition(!state.started, "tracks are added before the movie starts")
+            let index = try state.output.addTrack(format, timeBase: timeBase)
+            state.timeBases.append(timeBase)   // the muxer may change it (`start`)
+            state.decodeTimes.append(-1)
+            state.ends.append(0)
             return index
         }
     }
 
     /// Opens the file and writes the header.
     public func start() throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
+        try state.withLock { (state: inout State) throws(MediaError) in
+            let output = state.output
             do throws(FFmpegError) {
                 try output.writeHeader(options: [
                     ("movflags", "frag_keyframe+empty_moov+default_base_moof"),
@@ -83,8 +87,8 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
                 throw mediaError(error, doing: "writing the movie header")
             }
             // The muxer may have changed the track time bases.
-            for i in 0..<output.streamCount { timeBases[i] = output.timeBase(of: Int32(i)) }
-            started = true
+            for i in 0..<output.streamCount { state.timeBases[i] = output.timeBase(of: Int32(i)) }
+            state.started = true
             bytes.store(output.position, ordering: .relaxed)
         }
     }
@@ -105,19 +109,19 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
         let packet = encoded.packet
         // A packet with its duration set spares the muxer a guess at each fragment's end.
         if packet.pointee.duration == 0 { packet.pointee.duration = encoded.defaultDuration }
-        try mux {
+        try mux { state in
             packet.pointee.stream_index = Int32(track)
-            av_packet_rescale_ts(packet, encoded.timeBase, timeBases[track])
-            let earliest = decodeTimes[track] + 1
+            av_packet_rescale_ts(packet, encoded.timeBase, state.timeBases[track])
+            let earliest = state.decodeTimes[track] + 1
             if packet.pointee.dts < earliest {
                 // Raised: the next packet may decode as soon as a tick after the encoder's time, so
                 // this one must end by then (a fragment that ends here must not overlap the next).
                 packet.pointee.duration = max(1, packet.pointee.duration - (earliest - packet.pointee.dts))
                 packet.pointee.dts = earliest
             }
-            decodeTimes[track] = packet.pointee.dts
+            state.decodeTimes[track] = packet.pointee.dts
             let end = max(packet.pointee.pts, packet.pointee.dts) + packet.pointee.duration
-            ends[track] = max(ends[track], end)
+            state.ends[track] = max(state.ends[track], end)
             return packet
         }
     }
@@ -125,16 +129,17 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
     /// Cuts the fragment now (rather than when the next packet is a fragment's length later) and
     /// puts it on disk: on a still screen the next packet may be seconds away.
     package func flush() throws(MediaError) {
-        try mux { nil }
+        try mux { _ in nil }
     }
 
     /// Under the lock, hands the muxer the packet `prepare` returns (nil cuts the fragment and
     /// flushes it to the file). The first failure sticks: later writes throw it.
-    private func mux(_ prepare: () -> UnsafeMutablePointer<AVPacket>?) throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
-            if let failure { throw failure }
-            guard started, !finished else { return }
-            let packet = prepare()
+    private func mux(_ prepare: (inout State) -> UnsafeMutablePointer<AVPacket>?) throws(MediaError) {
+        try state.withLock { (state: inout State) throws(MediaError) in
+            if let failure = state.failure { throw failure }
+            guard state.started, !state.finished else { return }
+            let output = state.output
+            let packet = prepare(&state)
             // Whichever fragment this packet may start (the muxer cuts one by length or at a
             // keyframe before writing it) begins at the packet's own decode time. Otherwise
             // libavformat starts a fragment where the last packet of the one before ended (its time
@@ -145,7 +150,7 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
                 try output.write(packet)
             } catch {
                 let failure = mediaError(error, doing: "writing the movie")
-                self.failure = failure
+                state.failure = failure
                 throw failure
             }
             if packet == nil { output.flush() }
@@ -158,11 +163,12 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
     /// it still closes what it can: the fragments already on disk stay playable, and the header
     /// says nothing (readers add up the fragments there, as after a crash).
     public func finish() throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
-            guard !finished else { return }
-            finished = true
-            var result: MediaError? = failure
-            if started, failure == nil {
+        try state.withLock { (state: inout State) throws(MediaError) in
+            guard !state.finished else { return }
+            state.finished = true
+            let output = state.output
+            var result: MediaError? = state.failure
+            if state.started, state.failure == nil {
                 do throws(FFmpegError) {
                     try output.writeTrailer()
                 } catch {
@@ -171,16 +177,16 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
                 bytes.store(output.position, ordering: .relaxed)
             }
             output.close()
-            if failure != nil, started { cutUnfinishedFragment() }
+            if state.failure != nil, state.started { cutUnfinishedFragment() }
             if let result { throw result }
-            if started { writeDurations() }
+            if state.started { writeDurations(ends: state.ends, timeBases: state.timeBases) }
         }
     }
 
     /// Where each track ends, as written so far (seconds).
     package var trackEnds: [Double] {
-        lock.withLock { _ in
-            zip(ends, timeBases).map { Double($0) * Double($1.num) / Double($1.den) }
+        state.withLock { state in
+            zip(state.ends, state.timeBases).map { Double($0) * Double($1.num) / Double($1.den) }
         }
     }
 
@@ -217,7 +223,7 @@ public final class MovieWriter: MediaDestination, @unchecked Sendable {
 
     /// Overwrites the header's durations in the closed file (under the lock). A failure here loses
     /// only the stated durations (players then add up the fragments): logged, not thrown.
-    private func writeDurations() {
+    private func writeDurations(ends: [Int64], timeBases: [AVRational]) {
         let trackEnds = zip(ends, timeBases).map { MovieDurations.End($0, numerator: Int64($1.num), denominator: Int64($1.den)) }
         let fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {

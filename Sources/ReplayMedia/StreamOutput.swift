@@ -9,18 +9,19 @@ import Synchronization
 ///
 /// `start()` connects (blocking: call it off the cooperative pool, as the engine does). Packets are
 /// interleaved by libavformat, so an RTMP server sees both tracks in decode order. Video and audio
-/// encoder threads call it at once: one lock serialises them, hence `@unchecked Sendable` (every
-/// mutable property and the `FormatOutput` are touched only under `lock`).
-public final class StreamOutput: MediaDestination, @unchecked Sendable {
+/// encoder threads call it at once: the muxer and all that changes live in `state`, behind a `Mutex`.
+public final class StreamOutput: MediaDestination, Sendable {
     /// The URL without its stream key, for logs and errors.
     public let redactedURL: String
-    private let output: FormatOutput
-    private let lock = Mutex<Void>(())
-    private var timeBases: [AVRational] = []
-    private var lastDecodeTimes: [Int64] = []
-    private var started = false
-    private var finished = false
-    private var failure: MediaError?
+    private struct State {
+        let output: FormatOutput
+        var timeBases: [AVRational] = []
+        var lastDecodeTimes: [Int64] = []
+        var started = false
+        var finished = false
+        var failure: MediaError?
+    }
+    private let state: Mutex<State>
     private let bytes = Atomic<Int64>(0)
     private let logger: Logger
 
@@ -36,6 +37,7 @@ public final class StreamOutput: MediaDestination, @unchecked Sendable {
         } else {
             throw MediaError(.outputNotWritable, "\(redactedURL) is not a stream address: it starts with rtmp://, rtmps:// or srt://")
         }
+        let output: FormatOutput
         do throws(FFmpegError) {
             output = try FormatOutput(format: format, target: .url(url))
         } catch {
@@ -44,53 +46,55 @@ public final class StreamOutput: MediaDestination, @unchecked Sendable {
         // Interleaving waits for every track; on a still screen a picture comes only once a second,
         // and the sound must not wait that long behind it.
         output.context.pointee.max_interleave_delta = 500_000
+        state = Mutex(State(output: output))
     }
 
     package func addTrack(_ format: TrackFormat) throws(MediaError) -> Int {
-        try lock.withLock { _ throws(MediaError) in
-            precondition(!started, "tracks are added before the stream starts")
-            let index = try output.addTrack(format, timeBase: format.timeBase)
-            timeBases.append(format.timeBase)
-            lastDecodeTimes.append(.min)
+        try state.withLock { (state: inout State) throws(MediaError) in
+            precondition(!state.started, "tracks are added before the stream starts")
+            let index = try state.output.addTrack(format, timeBase: format.timeBase)
+            state.timeBases.append(format.timeBase)
+            state.lastDecodeTimes.append(.min)
             return index
         }
     }
 
     /// Connects and sends the stream's header.
     public func start() throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
+        try state.withLock { (state: inout State) throws(MediaError) in
+            let output = state.output
             do throws(FFmpegError) {
                 try output.writeHeader(options: output.context.pointee.oformat.pointee.name.map(String.init(cString:)) == "flv"
                                        ? [("flvflags", "no_duration_filesize")] : [])
             } catch {
                 throw MediaError(.writeFailed, "cannot connect to \(redactedURL): \(error.text)")
             }
-            for i in 0..<output.streamCount { timeBases[i] = output.timeBase(of: Int32(i)) }
-            started = true
+            for i in 0..<output.streamCount { state.timeBases[i] = output.timeBase(of: Int32(i)) }
+            state.started = true
             logger.info("streaming", metadata: ["url": "\(redactedURL)"])
         }
     }
 
     package func write(_ encoded: EncodedPacket, track: Int) throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
-            if let failure { throw failure }
-            guard started, !finished else { return }
+        try state.withLock { (state: inout State) throws(MediaError) in
+            if let failure = state.failure { throw failure }
+            guard state.started, !state.finished else { return }
             let packet = encoded.packet
             if packet.pointee.duration == 0 { packet.pointee.duration = encoded.defaultDuration }
             packet.pointee.stream_index = Int32(track)
-            av_packet_rescale_ts(packet, encoded.timeBase, timeBases[track])
+            av_packet_rescale_ts(packet, encoded.timeBase, state.timeBases[track])
             // The container's milliseconds can make two decode times one: the later waits a unit.
-            if packet.pointee.dts <= lastDecodeTimes[track] {
-                packet.pointee.dts = lastDecodeTimes[track] + 1
+            if packet.pointee.dts <= state.lastDecodeTimes[track] {
+                packet.pointee.dts = state.lastDecodeTimes[track] + 1
                 if packet.pointee.pts < packet.pointee.dts { packet.pointee.pts = packet.pointee.dts }
             }
-            lastDecodeTimes[track] = packet.pointee.dts
+            state.lastDecodeTimes[track] = packet.pointee.dts
             let size = Int64(packet.pointee.size)
             do throws(FFmpegError) {
-                try output.writeInterleaved(packet)
+                try state.output.writeInterleaved(packet)
             } catch {
                 let failure = MediaError(.writeFailed, "the stream to \(redactedURL) broke: \(error.text)")
-                self.failure = failure
+                state.failure = failure
                 throw failure
             }
             bytes.add(size, ordering: .relaxed)
@@ -101,16 +105,16 @@ public final class StreamOutput: MediaDestination, @unchecked Sendable {
     package func flush() throws(MediaError) {}
 
     public func finish() throws(MediaError) {
-        try lock.withLock { _ throws(MediaError) in
-            guard !finished else { return }
-            finished = true
-            var result = failure
-            if started, failure == nil {
-                do throws(FFmpegError) { try output.writeTrailer() } catch {
+        try state.withLock { (state: inout State) throws(MediaError) in
+            guard !state.finished else { return }
+            state.finished = true
+            var result = state.failure
+            if state.started, state.failure == nil {
+                do throws(FFmpegError) { try state.output.writeTrailer() } catch {
                     result = MediaError(.writeFailed, "ending the stream to \(redactedURL) failed: \(error.text)")
                 }
             }
-            output.close()
+            state.output.close()
             if let result { throw result }
         }
     }
