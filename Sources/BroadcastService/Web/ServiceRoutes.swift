@@ -85,7 +85,7 @@ struct ServiceRoutes: Sendable {
             Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: HTML.style)))
         }
         router.get("/icons/:app") { _, context in try await self.icon(Self.pathParameter(context, "app")) }
-        router.get("/icons/:user/:app") { _, context in
+        router.get("/user-icons/:user/:app") { _, context in
             try await self.icon(Self.pathParameter(context, "app"), userID: context.parameters.require("user", as: Int64.self))
         }
 
@@ -201,7 +201,7 @@ struct ServiceRoutes: Sendable {
     /// The icon shown for an application in `userID`'s broadcasts: the operator-verified icon of the
     /// application, else the one that account uploaded (never another account's).
     func iconURL(_ applicationID: String, userID: Int64, verified: Bool, request: Request) -> String {
-        baseURL(request) + "/icons/" + (verified ? "" : "\(userID)/") + Self.encodedPathSegment(applicationID)
+        baseURL(request) + (verified ? "/icons/" : "/user-icons/\(userID)/") + Self.encodedPathSegment(applicationID)
     }
 
     /// Which of these applications the operator verified (`broadcast-service app verify`).
@@ -635,7 +635,7 @@ struct ServiceRoutes: Sendable {
         return try await getBroadcast(request, id: id)
     }
 
-    /// `/icons/APP`: the operator-verified icon; `/icons/USER/APP`: that account's own upload (else the
+    /// `/icons/APP`: the operator-verified icon; `/user-icons/USER/APP`: that account's own upload (else the
     /// verified one). Without either, a tile with the application's initial.
     func icon(_ applicationID: String, userID: Int64? = nil) async throws -> Response {
         var png = try await store.applicationIcon(applicationID: ApplicationIcons.verifiedKey(applicationID))
