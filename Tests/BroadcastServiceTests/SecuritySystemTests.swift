@@ -357,3 +357,67 @@ struct SecuritySystemTests {
         #expect(csp.contains("connect-src 'self'") && !csp.contains("ws:") && !csp.contains("wss:"), "\(csp)")
     }
 }
+
+/// The issue's forgery in a real browser: a page on a sibling subdomain plants a CSRF cookie for the parent
+/// domain and auto-submits a form to the service (same-site, so the Lax session cookie goes along).
+@Suite("broadcast-service CSRF in Chromium", .serialized, .timeLimit(.minutes(3)))
+struct ChromiumCSRFTests {
+    @Test func aSiblingSubdomainCannotForgeAForm() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let service = try ServiceProcess(directory: directory)
+        defer { service.stop() }
+        // The attacker's page, served by a plain static server on another port.
+        let site = directory.appendingPathComponent("evil")
+        try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
+        try """
+            <!doctype html><form method="post" action="http://live.example.test:\(service.httpPort)/account/keys">
+            <input name="csrf" value="x"><input name="label" value="forged"></form>
+            <script>document.cookie = "ork_csrf=x; Domain=example.test; Path=/account/keys"; document.forms[0].submit()</script>
+            """.write(to: site.appendingPathComponent("attack.html"), atomically: true, encoding: .utf8)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-c", """
+            import http.server, functools, sys
+            h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+            s = http.server.HTTPServer(("127.0.0.1", 0), h); print(s.server_address[1], flush=True); s.serve_forever()
+            """, site.path]
+        let portFile = directory.appendingPathComponent("evil-port")
+        _ = FileManager.default.createFile(atPath: portFile.path, contents: nil)
+        server.standardOutput = try FileHandle(forWritingTo: portFile)
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        // SIGKILL: a child of Process may have SIGTERM blocked (Python's server then never exits).
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        var evilPort = 0
+        for _ in 0..<100 where evilPort == 0 {
+            evilPort = Int(((try? String(contentsOf: portFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(evilPort != 0)
+
+        let chromium = try Chromium(directory: directory, extraArguments: ["--host-resolver-rules=MAP *.example.test 127.0.0.1"])
+        defer { chromium.stop() }
+        let base = "http://live.example.test:\(service.httpPort)"
+        let evil = "http://evil.example.test:\(evilPort)/attack.html"
+        try await chromium.withPage { page in
+            try await page.navigate(base + "/signup")
+            _ = try await page.evaluate("""
+                document.querySelector('input[name=name]').value = 'olga';
+                document.querySelector('input[name=password]').value = 'olga-password-1';
+                document.querySelector('form.card').submit(); true
+                """)
+            try await page.waitFor("location.pathname === '/account' && document.readyState === 'complete'")
+            // The victim visits the attacker's page: it plants the cookie and submits the form.
+            // (Not `navigate`: the page leaves at once, by its form.)
+            _ = try await page.evaluate("location.href = \(ChromiumPage.quote(evil)); true")
+            try await page.waitFor("location.host.startsWith('live.example.test') && document.readyState === 'complete'")
+            let answer = try await page.evaluate("document.body.innerText")
+            #expect(!answer.contains("forged"), "\(answer)")
+            try await page.navigate(base + "/account")
+            try await page.waitFor("document.readyState === 'complete' && document.querySelector('#keys') !== null")
+            #expect(try await page.evaluate("document.querySelector('#keys').innerText.includes('forged')") == "false", "no key was forged")
+        }
+        #expect(service.log.contains("Request refused"))
+    }
+}
