@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Already in the graph (postgres-nio, hummingbird-auth): HMAC-SHA256 for the CSRF tokens.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // MARK: C libraries, each behind one system-library target found by pkg-config.
@@ -87,11 +89,13 @@ let package = Package(
         .target(name: "BroadcastService",
                 dependencies: ["CFFmpeg", "ReplayFFmpeg",
                                .product(name: "Hummingbird", package: "hummingbird"),
+                               .product(name: "HummingbirdCore", package: "hummingbird"),
                                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                                .product(name: "GRDB", package: "GRDB.swift"),
                                .product(name: "PostgresNIO", package: "postgres-nio"),
+                               .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "NIOCore", package: "swift-nio"),
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

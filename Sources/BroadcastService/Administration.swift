@@ -4,7 +4,7 @@ import NIOPosix
 
 /// The command line's administration tasks, on the same store the server uses.
 public enum ServiceAdministration {
-    /// Creates an account. The name has 3–32 letters, digits, `-` or `_`; the password 8–128 characters.
+    /// Creates an account. The name has 3–32 letters, digits, `-` or `_`; the password 8 characters to 72 bytes.
     public static func createUser(name: String, password: String, database: DatabaseLocation, bcryptCost: UInt8 = 12) async throws {
         try await database.withStore(logger: logger) { store in
             _ = try await Accounts(store: store, threadPool: .singleton, bcryptCost: bcryptCost).createUser(name: name, password: password)

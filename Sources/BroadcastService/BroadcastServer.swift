@@ -1,6 +1,7 @@
 public import Logging
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import NIOCore
 import NIOPosix
@@ -20,13 +21,18 @@ public struct BroadcastServiceConfiguration: Sendable {
     public var rtmpIdleTimeout: Duration
     /// An RTMP URL to re-publish every broadcast to, `{id}` and `{user}` replaced (scale past one node).
     public var relayTemplate: String?
-    /// Behind an HTTPS reverse proxy: cookies get `Secure` and URLs in answers use https/wss.
+    /// Behind an HTTPS reverse proxy: `__Host-` cookies with `Secure`, https/wss URLs in answers, and the
+    /// client address taken from the proxy's `X-Forwarded-For`.
     public var secureCookies: Bool
+    /// Timeouts and size limits of HTTP requests, and connections per client address.
+    public var httpLimits: HTTPLimits
 
     public init(host: String = "127.0.0.1", port: Int = 8080, rtmpPort: Int = 1935, database: DatabaseLocation = DatabaseLocation(argument: nil),
                 bcryptCost: UInt8 = 12, fragmentDuration: Int64 = 100, rtmpSetupTimeout: Duration = .seconds(10),
-                rtmpIdleTimeout: Duration = .seconds(15), relayTemplate: String? = nil, secureCookies: Bool = false) {
+                rtmpIdleTimeout: Duration = .seconds(15), relayTemplate: String? = nil, secureCookies: Bool = false,
+                httpLimits: HTTPLimits = HTTPLimits()) {
         self.secureCookies = secureCookies
+        self.httpLimits = httpLimits
         self.relayTemplate = relayTemplate
         self.rtmpSetupTimeout = rtmpSetupTimeout
         self.rtmpIdleTimeout = rtmpIdleTimeout
@@ -57,9 +63,18 @@ public enum BroadcastServer {
                                        configuration: configuration, readiness: ready, logger: logger)
             let router = Router(context: ServiceRequestContext.self)
             routes.register(on: router)
+            let webSocketResponder = router.buildResponder()
+            let limits = configuration.httpLimits
+            let connections = ConnectionCounter()
+            // HTTP/1 with WebSocket upgrades, behind an `HTTPRequestGuard` that enforces `limits`.
+            let server = HTTPServerBuilder { responder in
+                GuardedHTTPChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                                       configuration: .init(ws: .init(maxFrameSize: 8 << 20))),
+                                   limits: limits, connections: connections)
+            }
             let app = Application(
                 router: router,
-                server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(ws: .init(maxFrameSize: 8 << 20))),
+                server: server,
                 configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "broadcast-service"),
                 services: [ingest],
                 onServerRunning: { channel in ready.set(http: channel.localAddress?.port ?? 0) },

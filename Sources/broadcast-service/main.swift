@@ -10,7 +10,7 @@ struct BroadcastServiceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broadcast-service",
         abstract: "The OpenReplayKit reference broadcast service: RTMP ingest, live directory, viewers, chat and likes.",
-        subcommands: [Serve.self, UserCommand.self, KeyCommand.self],
+        subcommands: [Serve.self, UserCommand.self, KeyCommand.self, AppCommand.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -38,8 +38,18 @@ struct Serve: AsyncParsableCommand {
     var rtmpIdleTimeout = 15
     @Option(help: "Re-publish every broadcast to this RTMP URL ({id} and {user} are replaced), e.g. rtmp://cdn.example/live/{id}.")
     var relay: String?
-    @Flag(name: .customLong("behind-https"), help: "Served through an HTTPS reverse proxy: Secure cookies, https/wss URLs.")
+    @Flag(name: .customLong("behind-https"),
+          help: "Served through an HTTPS reverse proxy: __Host- Secure cookies, https/wss URLs, client addresses from X-Forwarded-For.")
     var behindHTTPS = false
+    @Option(name: .customLong("http-header-timeout"), help: "Seconds a client has to send a whole request head (then 408).")
+    var httpHeaderTimeout = 10
+    @Option(name: .customLong("http-idle-timeout"), help: "Seconds an HTTP connection may stay silent between requests or in a body.")
+    var httpIdleTimeout = 30
+    @Option(name: .customLong("max-request-body"), help: "Largest request body in bytes (then 413).")
+    var maximumRequestBody = 1 << 20
+    @Option(name: .customLong("max-connections-per-address"),
+            help: "Open HTTP connections per client address (then 503); 0 for no limit. Behind a proxy, its address counts.")
+    var maximumConnectionsPerAddress = 64
 
     func validate() throws {
         guard (0...65535).contains(port), (0...65535).contains(rtmpPort) else { throw ValidationError("Ports are 0–65535.") }
@@ -48,12 +58,15 @@ struct Serve: AsyncParsableCommand {
         guard (20...5000).contains(fragmentMilliseconds) else { throw ValidationError("--fragment-ms is 20–5000.") }
         if let relay, !(relay.hasPrefix("rtmp://") || relay.hasPrefix("rtmps://")) { throw ValidationError("--relay takes an rtmp:// or rtmps:// URL.") }
         guard rtmpSetupTimeout > 0, rtmpIdleTimeout > 0 else { throw ValidationError("RTMP timeouts are at least 1 second.") }
+        guard httpHeaderTimeout > 0, httpIdleTimeout > 0 else { throw ValidationError("HTTP timeouts are at least 1 second.") }
+        guard maximumRequestBody >= 16 << 10 else { throw ValidationError("--max-request-body is at least 16384.") }
+        guard maximumConnectionsPerAddress >= 0 else { throw ValidationError("--max-connections-per-address is 0 (no limit) or more.") }
     }
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = SanitizingLogHandler(wrapping: StreamLogHandler.standardError(label: label))
             handler.logLevel = level
             return handler
         }
@@ -62,7 +75,10 @@ struct Serve: AsyncParsableCommand {
         try await BroadcastServer.run(
             configuration: .init(host: host, port: port, rtmpPort: rtmpPort, database: database.location, bcryptCost: bcryptCost,
                                  fragmentDuration: fragmentMilliseconds, rtmpSetupTimeout: .seconds(Int64(rtmpSetupTimeout)),
-                                 rtmpIdleTimeout: .seconds(Int64(rtmpIdleTimeout)), relayTemplate: relay, secureCookies: behindHTTPS),
+                                 rtmpIdleTimeout: .seconds(Int64(rtmpIdleTimeout)), relayTemplate: relay, secureCookies: behindHTTPS,
+                                 httpLimits: HTTPLimits(headerTimeout: .seconds(Int64(httpHeaderTimeout)), idleTimeout: .seconds(Int64(httpIdleTimeout)),
+                                                        maximumBodyBytes: maximumRequestBody,
+                                                        maximumConnectionsPerAddress: maximumConnectionsPerAddress)),
             logger: logger)
     }
 }
@@ -109,6 +125,25 @@ struct KeyCommand: AsyncParsableCommand {
                 throw ValidationError("No active stream key like that.")
             }
             print("Revoked.")
+        }
+    }
+}
+
+struct AppCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "app", abstract: "Manage applications.", subcommands: [Verify.self])
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Verify an application: its icon becomes the one shown for it everywhere.",
+            discussion: "Without verification, an icon sent with a broadcast is shown only with that account's broadcasts.")
+        @Argument(help: "The application id (as the extension sends it, e.g. com.example.game).") var id: String
+        @Option(help: "Its icon: a PNG file of at most 256 KB.") var icon: String
+        @OptionGroup var database: DatabaseOption
+
+        func run() async throws {
+            guard let png = FileManager.default.contents(atPath: icon) else { throw ValidationError("Cannot read \(icon).") }
+            try await ServiceAdministration.verifyApplication(id, png: [UInt8](png), database: database.location)
+            print("Verified \(id).")
         }
     }
 }

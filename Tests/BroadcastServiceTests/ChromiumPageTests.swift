@@ -17,6 +17,10 @@ struct ChromiumPageTests {
             {"title": "Chromium check", "application": {"id": "com.example.racer", "name": "Racer", "iconPNG": "\(ServiceSystemTests.iconPNG)"}}
             """, headers: ["Authorization": "Bearer \(key)"]).body)
         let id = try #require(created["id"] as? String)
+        // The directory shows an application's icon once the operator verified it.
+        let iconFile = directory.appendingPathComponent("racer.png")
+        try Data(base64Encoded: ServiceSystemTests.iconPNG)!.write(to: iconFile)
+        #expect(try service.admin(["app", "verify", "com.example.racer", "--icon", iconFile.path]).status == 0)
         let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 40, directory: directory)
         defer { publisher.stop() }
         #expect(service.waitForLog("RTMP publish started", timeout: 15))

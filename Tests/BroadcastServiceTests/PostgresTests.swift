@@ -39,7 +39,9 @@ struct PostgresTests {
         #expect(nodeA.waitForLog("Broadcast live", timeout: 15))
         #expect(publisher.wait(timeout: 30) == 0, "\(publisher.log)")
         #expect(nodeA.waitForLog("Broadcast ended"))
-        let icon = try api.request("GET", nodeA.baseURL + "/icons/com.example.racer")
+        // The account's icon (unverified: served at the account's own icon URL), from the shared database.
+        let iconURL = try #require((created["application"] as? [String: Any])?["iconURL"] as? String)
+        let icon = try api.request("GET", nodeA.baseURL + String(try #require(iconURL.firstMatch(of: /\/user-icons\/.*/)?.0)))
         #expect(icon.status == 200 && icon.headers.contains("image/png"))
 
         // Restart node A: everything is still there, and the session made on node B works on node A.

@@ -28,6 +28,8 @@ struct ServiceSystemTests {
         #expect(response.headers.lowercased().contains("set-cookie: ork_session="))
         #expect(response.headers.contains("HttpOnly"))
         #expect(response.headers.contains("SameSite=Lax"))
+        // The CSRF token is bound to the new session: read it from a page.
+        _ = try session.request("GET", service.baseURL + "/")
         return session
     }
 

@@ -2,6 +2,7 @@ public import Logging
 public import NIOCore
 public import NIOPosix
 public import ServiceLifecycle
+import Synchronization
 
 /// A publisher the service accepted: where its media goes.
 public struct IngestPublication: Sendable {
@@ -22,6 +23,12 @@ public protocol RTMPIngestDelegate: Sendable {
     func startPublishing(app: String, streamKey: String, remoteAddress: String) async -> IngestPublication?
     /// The publication ended (the publisher stopped or disconnected).
     func stopPublishing(_ publication: IngestPublication) async
+    /// Asked every few seconds while publishing: false disconnects the publisher (a key revoked elsewhere).
+    func isStillAuthorized(streamKey: String) async -> Bool
+}
+
+extension RTMPIngestDelegate {
+    public func isStillAuthorized(streamKey: String) async -> Bool { true }
 }
 
 /// The RTMP ingest server: `rtmp://HOST:PORT/live/STREAM_KEY`, one SwiftNIO connection per publisher.
@@ -112,9 +119,14 @@ public struct RTMPIngestServer: Service {
         var machine = RTMPConnectionStateMachine(maximumMessageSize: configuration.maximumMessageSize)
         var publication: IngestPublication?
         var pipeline: IngestPipeline?
+        let watched = WatchedPublication()
+        let watchLogger = logger
         await withGracefulShutdownHandler {
             do {
                 try await connection.executeThenClose { inbound, outbound in
+                  try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await self.watch(watched, channel: channel, outbound: outbound, logger: watchLogger) }
+                    defer { group.cancelAll() }
                     reading: for try await bytes in inbound {
                         var actions = try machine.receive(bytes)
                         var index = 0
@@ -137,6 +149,9 @@ public struct RTMPIngestServer: Service {
                                     logger.warning("RTMP publish refused: unknown or revoked stream key", metadata: ["key": "\(key.prefix(4))…"])
                                 }
                                 actions += try machine.authorization(accepted: publication != nil)
+                                if let publication, case .publishing(let streamID) = machine.state {
+                                    watched.set(stream: publication.stream, streamKey: key, messageStreamID: streamID)
+                                }
                             case .media(let message):
                                 try await pipeline?.handle(message)
                             case .close(let reason):
@@ -152,6 +167,7 @@ public struct RTMPIngestServer: Service {
                             }
                         }
                     }
+                  }
                 }
             } catch let error as RTMPChunkError {
                 logger.warning("RTMP connection closed: malformed chunk stream", metadata: ["error": "\(error)"])
@@ -171,6 +187,58 @@ public struct RTMPIngestServer: Service {
             logger.info("RTMP publish ended", metadata: ["video": "\(pipeline.videoFrames)", "audio": "\(pipeline.audioFrames)"])
         }
         if let publication { await delegate.stopPublishing(publication) }
+    }
+}
+
+extension RTMPIngestServer {
+    /// While publishing: when the service ends the broadcast (its key revoked, or taken over by another
+    /// publisher) or the key stops being valid, tells the publisher with an error status and closes.
+    private func watch(_ watched: WatchedPublication, channel: any Channel, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+                       logger: Logger) async {
+        var ticks = 0
+        while true {
+            do { try await Task.sleep(for: .milliseconds(100)) } catch { return }
+            guard let current = watched.current else { continue }
+            ticks += 1
+            var why: String?
+            if current.stream.isEnded {
+                why = "the stream key was revoked or another publisher took it over"
+            } else if ticks % 20 == 0, !(await delegate.isStillAuthorized(streamKey: current.streamKey)) {
+                why = "the stream key was revoked"
+            }
+            guard let why else { continue }
+            logger.warning("RTMP publish closed: the broadcast was ended by the service", metadata: ["why": "\(why)"])
+            try? await outbound.write(RTMPConnectionStateMachine.publishEndedStatus(messageStreamID: current.messageStreamID,
+                                                                                    description: "Broadcast ended: \(why)"))
+            channel.close(promise: nil)
+            return
+        }
+    }
+}
+
+/// The publication a connection carries, for its watcher.
+final class WatchedPublication: Sendable {
+    struct Current: Sendable {
+        var stream: LiveStream
+        var streamKey: String
+        var messageStreamID: UInt32
+    }
+    private let state = Mutex<Current?>(nil)
+    var current: Current? { state.withLock { $0 } }
+    func set(stream: LiveStream, streamKey: String, messageStreamID: UInt32) {
+        state.withLock { $0 = Current(stream: stream, streamKey: streamKey, messageStreamID: messageStreamID) }
+    }
+}
+
+extension RTMPConnectionStateMachine {
+    /// An `onStatus` error for a publish the service ends, encoded on its own (a full chunk header).
+    static func publishEndedStatus(messageStreamID: UInt32, description: String) -> ByteBuffer {
+        var encoder = RTMPChunkEncoder()
+        encoder.setChunkSize(outgoingChunkSize)
+        var out = ByteBuffer()
+        encoder.encode(RTMPServerMessages.onStatus(level: "error", code: "NetStream.Publish.BadName", description: description,
+                                                   messageStreamID: messageStreamID), into: &out)
+        return out
     }
 }
 

@@ -3,12 +3,14 @@ import HummingbirdBcrypt
 import NIOPosix
 import Synchronization
 
-/// Passwords, sessions and the sign-in rate limit.
+/// Passwords, sessions and the sign-in throttle (by account and client address, see `LoginThrottle`).
 struct Accounts: Sendable {
     let store: any ServiceStore
     let threadPool: NIOThreadPool
     let bcryptCost: UInt8
-    let limiter = RateLimiter(limit: 5, window: 300)
+    let throttle = SharedLoginThrottle()
+    /// bcrypt reads only the first 72 bytes of a password: longer ones are refused, not cut.
+    static let maximumPasswordBytes = 72
     static let sessionLifetime: Double = 30 * 24 * 3600
 
     struct Failure: Error, CustomStringConvertible {
@@ -20,7 +22,11 @@ struct Accounts: Sendable {
         guard (3...32).contains(name.count), name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) else {
             throw Failure(message: "A name has 3 to 32 letters, digits, '-' or '_'.")
         }
-        guard (8...128).contains(password.count) else { throw Failure(message: "A password has 8 to 128 characters.") }
+        guard password.count >= 8 else { throw Failure(message: "A password has 8 characters to \(maximumPasswordBytes) bytes.") }
+        guard password.utf8.count <= maximumPasswordBytes else {
+            throw Failure(message: "A password has 8 characters to \(maximumPasswordBytes) bytes (bcrypt reads no more; "
+                          + "accents and emoji take 2–4 bytes each): this one has \(password.utf8.count).")
+        }
     }
 
     /// Hashes off the cooperative pool (bcrypt is deliberately slow).
@@ -39,15 +45,23 @@ struct Accounts: Sendable {
         return try await store.createUser(name: name, passwordHash: try await hash(password))
     }
 
-    /// Checks a sign-in; nil for a wrong name or password. Throws when rate-limited.
-    func signIn(name: String, password: String) async throws -> UserRecord? {
-        let key = name.lowercased()
-        guard limiter.allow(key) else { throw Failure(message: "Too many sign-in attempts; wait a few minutes.") }
-        guard let user = try await store.user(named: name) else {
+    /// Checks a sign-in from `address`; nil for a wrong name or password. Throws when throttled.
+    func signIn(name: String, password: String, address: String) async throws -> UserRecord? {
+        if case .wait(let seconds) = throttle.decide(account: name, address: address) {
+            let minutes = Int((seconds / 60).rounded(.up))
+            throw Failure(message: "Too many sign-in attempts; try again in \(minutes) minute\(minutes == 1 ? "" : "s").")
+        }
+        // Longer than bcrypt reads: never a valid password (sign-up refuses them), and not hashed.
+        guard password.utf8.count <= Self.maximumPasswordBytes, let user = try await store.user(named: name) else {
             _ = try await hash("timing equaliser")
+            throttle.failed(account: name, address: address)
             return nil
         }
-        guard try await verify(password, hash: user.passwordHash) else { return nil }
+        guard try await verify(password, hash: user.passwordHash) else {
+            throttle.failed(account: name, address: address)
+            return nil
+        }
+        throttle.succeeded(account: name, address: address)
         return user
     }
 

@@ -78,6 +78,8 @@ struct ApplicationJSON: Codable, Sendable {
     var id: String
     var name: String
     var iconURL: String?
+    /// The operator verified the application: `iconURL` is its own icon, not the account's upload.
+    var verified: Bool?
 }
 
 struct Comment: Sendable {
@@ -296,6 +298,16 @@ final class LiveDirectory: RTMPIngestDelegate {
             logger.error("Could not record the end of a broadcast", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
         }
         logger.info("Broadcast ended", metadata: ["broadcast": "\(record.id)", "viewerPeak": "\(record.viewerPeak)", "likes": "\(record.likes)"])
+    }
+
+    /// Ends the live broadcast of a revoked stream key; the ingest then disconnects its publisher.
+    func endPublishing(streamKeyID: Int64) async {
+        let broadcast = live.withLock { l -> LiveBroadcast? in
+            guard let b = l.values.first(where: { $0.record.streamKeyID == streamKeyID }) else { return nil }
+            l[b.record.id] = nil
+            return b
+        }
+        if let broadcast { await end(broadcast) }
     }
 
     /// Saves a record that changed while live (likes, application, peak).

@@ -61,14 +61,21 @@ struct ServiceRoutes: Sendable {
     var rtmpPort: Int { readiness.rtmpPort ?? configuration.rtmpPort }
     let chatLimiter = RateLimiter(limit: 5, window: 10)
     let likeLimiter = RateLimiter(limit: 10, window: 10)
+    /// Accounts made from one client address.
+    let signUpLimiter = RateLimiter(limit: 5, window: 3600)
+    let csrfTokens = CSRFTokens(secret: CSRFTokens.randomSecret())
     var store: any ServiceStore { directory.store }
 
-    static let sessionCookie = "ork_session"
-    static let csrfCookie = "ork_csrf"
+    /// Behind HTTPS the cookies are `__Host-` cookies: Secure, Path=/, no Domain, so that no sibling
+    /// subdomain can set or shadow them.
+    var sessionCookie: String { configuration.secureCookies ? "__Host-ork_session" : "ork_session" }
+    var csrfCookie: String { configuration.secureCookies ? "__Host-ork_csrf" : "ork_csrf" }
     static let maximumChatLength = 300
+    static let maximumTitleLength = 140
     static let maximumIconBytes = 256 << 10
 
     func register(on router: Router<Context>) {
+        router.add(middleware: OriginCheckMiddleware(secureScheme: configuration.secureCookies, logger: logger))
         router.get("/healthz") { _, _ in "ok" }
         router.get("/static/player.js") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-cache"],
@@ -77,11 +84,14 @@ struct ServiceRoutes: Sendable {
         router.get("/static/style.css") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: HTML.style)))
         }
-        router.get("/icons/:app") { _, context in try await self.icon(context.parameters.require("app")) }
+        router.get("/icons/:app") { _, context in try await self.icon(Self.pathParameter(context, "app")) }
+        router.get("/user-icons/:user/:app") { _, context in
+            try await self.icon(Self.pathParameter(context, "app"), userID: context.parameters.require("user", as: Int64.self))
+        }
 
         // Viewers.
         router.get("/") { request, _ in try await self.directoryPage(request) }
-        router.get("/apps/:app") { request, context in try await self.applicationPage(request, applicationID: context.parameters.require("app")) }
+        router.get("/apps/:app") { request, context in try await self.applicationPage(request, applicationID: Self.pathParameter(context, "app")) }
         router.get("/b/:id") { request, context in try await self.broadcastPage(request, id: context.parameters.require("id")) }
         router.post("/b/:id/chat") { request, context in try await self.chat(request, id: context.parameters.require("id")) }
         router.post("/b/:id/like") { request, context in try await self.like(request, id: context.parameters.require("id")) }
@@ -116,9 +126,9 @@ struct ServiceRoutes: Sendable {
 
         // Accounts.
         router.get("/signup") { request, _ in self.formPage(request, title: "Sign up", action: "/signup", error: nil) }
-        router.post("/signup") { request, _ in try await self.signUp(request) }
+        router.post("/signup") { request, context in try await self.signUp(request, address: self.clientAddress(request, context)) }
         router.get("/signin") { request, _ in self.formPage(request, title: "Sign in", action: "/signin", error: nil) }
-        router.post("/signin") { request, _ in try await self.signIn(request) }
+        router.post("/signin") { request, context in try await self.signIn(request, address: self.clientAddress(request, context)) }
         router.post("/signout") { request, _ in try await self.signOut(request) }
         router.get("/account") { request, _ in try await self.accountPage(request) }
         router.post("/account/keys") { request, _ in try await self.createKey(request) }
@@ -128,7 +138,9 @@ struct ServiceRoutes: Sendable {
 
         // The JSON API.
         router.get("/api/live") { request, _ in
-            try Self.json(LiveListJSON(broadcasts: directory.broadcasts.map { self.describe($0, request: request) }))
+            let broadcasts = directory.broadcasts
+            let verified = try await self.verifiedApplications(Set(broadcasts.map { $0.record.application.id }))
+            return try Self.json(LiveListJSON(broadcasts: broadcasts.map { self.describe($0, request: request, verified: verified) }))
         }
         router.post("/api/v1/broadcasts") { request, _ in try await self.createBroadcast(request) }
         router.get("/api/v1/broadcasts/:id") { request, context in try await self.getBroadcast(request, id: context.parameters.require("id")) }
@@ -137,7 +149,10 @@ struct ServiceRoutes: Sendable {
         }
         router.ws("/api/v1/broadcasts/:id/events") { request, context in
             guard let id = context.parameters.get("id"), let key = try await self.apiKey(request),
-                  let record = try await store.broadcast(id: id), record.userID == key.userID else { return .dontUpgrade }
+                  let record = try await store.broadcast(id: id), record.userID == key.userID else {
+                await HTTPRequestGuard.answerRefusedUpgrade(on: context.channel, status: 401)
+                return .dontUpgrade
+            }
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
             guard let id = context.requestContext.parameters.get("id") else { return }
@@ -146,6 +161,22 @@ struct ServiceRoutes: Sendable {
     }
 
     // MARK: Helpers
+
+    /// A path parameter, percent-decoded (`/apps/%C3%9Cber` is the application `Über`).
+    static func pathParameter(_ context: Context, _ name: String) throws -> String {
+        let raw = try context.parameters.require(name)
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    /// The client's address: the peer, or behind the HTTPS proxy the address the proxy appended last to
+    /// `X-Forwarded-For`.
+    func clientAddress(_ request: Request, _ context: Context) -> String {
+        if configuration.secureCookies, let forwarded = request.headers[.init("X-Forwarded-For")!],
+           let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty {
+            return last
+        }
+        return context.channel.remoteAddress?.ipAddress ?? "?"
+    }
 
     static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
         let encoder = JSONEncoder()
@@ -163,20 +194,38 @@ struct ServiceRoutes: Sendable {
         return String(authority.prefix { $0 != ":" })
     }
 
-    func iconURL(_ applicationID: String, request: Request) -> String {
-        baseURL(request) + "/icons/" + (applicationID.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? "app")
+    static func encodedPathSegment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/", "%", "?", "#", "+", "&", "=", ";"])) ?? "app"
     }
 
-    func describe(_ broadcast: LiveBroadcast, request: Request) -> LiveBroadcastJSON {
-        describe(broadcast.record, broadcaster: broadcast.broadcaster, viewers: broadcast.viewerCount, live: true, request: request)
+    /// The icon shown for an application in `userID`'s broadcasts: the operator-verified icon of the
+    /// application, else the one that account uploaded (never another account's).
+    func iconURL(_ applicationID: String, userID: Int64, verified: Bool, request: Request) -> String {
+        baseURL(request) + (verified ? "/icons/" : "/user-icons/\(userID)/") + Self.encodedPathSegment(applicationID)
     }
 
-    func describe(_ record: BroadcastRecord, broadcaster: String, viewers: Int, live: Bool, request: Request, withRTMP: Bool = false) -> LiveBroadcastJSON {
+    /// Which of these applications the operator verified (`broadcast-service app verify`).
+    func verifiedApplications(_ ids: Set<String>) async throws -> Set<String> {
+        var verified: Set<String> = []
+        for id in ids where try await store.applicationIcon(applicationID: ApplicationIcons.verifiedKey(id)) != nil { verified.insert(id) }
+        return verified
+    }
+
+    func describe(_ broadcast: LiveBroadcast, request: Request, verified: Set<String>) -> LiveBroadcastJSON {
+        let record = broadcast.record
+        return describe(record, broadcaster: broadcast.broadcaster, viewers: broadcast.viewerCount, live: true, request: request,
+                        verified: verified.contains(record.application.id))
+    }
+
+    func describe(_ record: BroadcastRecord, broadcaster: String, viewers: Int, live: Bool, request: Request, verified: Bool,
+                  withRTMP: Bool = false) -> LiveBroadcastJSON {
         let base = baseURL(request)
         let ws = base.hasPrefix("https://") ? "wss://" + base.dropFirst(8) : "ws://" + base.dropFirst(7)
         return LiveBroadcastJSON(
             id: record.id, title: record.title, broadcaster: broadcaster,
-            application: ApplicationJSON(id: record.application.id, name: record.application.name, iconURL: iconURL(record.application.id, request: request)),
+            application: ApplicationJSON(id: record.application.id, name: record.application.name,
+                                         iconURL: iconURL(record.application.id, userID: record.userID, verified: verified, request: request),
+                                         verified: verified),
             viewerCount: viewers, likes: record.likes, live: live, startedAt: record.startedAt, endedAt: record.endedAt,
             pageURL: "\(base)/b/\(record.id)", hlsURL: "\(base)/hls/\(record.id)/index.m3u8", webSocketURL: "\(ws)/b/\(record.id)/ws",
             eventsURL: "\(ws)/api/v1/broadcasts/\(record.id)/events",
@@ -184,30 +233,40 @@ struct ServiceRoutes: Sendable {
     }
 
     func currentUser(_ request: Request) async throws -> UserRecord? {
-        guard let token = request.cookies[Self.sessionCookie]?.value, !token.isEmpty else { return nil }
+        guard let token = request.cookies[sessionCookie]?.value, !token.isEmpty else { return nil }
         return try await store.sessionUser(token: token, now: Date().timeIntervalSince1970)
     }
 
-    /// The CSRF token of this browser (double-submit cookie), and whether it is new.
-    func csrfToken(_ request: Request) -> (String, Bool) {
-        if let value = request.cookies[Self.csrfCookie]?.value, value.count == 64 { return (value, false) }
-        return (Token.hex(32), true)
+    /// What this browser's CSRF token is bound to: its session, else the random nonce of its CSRF cookie.
+    func csrfBinding(_ request: Request) -> String? {
+        if let session = request.cookies[sessionCookie]?.value, !session.isEmpty { return "session/" + session }
+        if let nonce = request.cookies[csrfCookie]?.value, nonce.count == 64 { return "nonce/" + nonce }
+        return nil
+    }
+
+    /// The CSRF token of this browser, and a new nonce to set when it has neither session nor nonce.
+    func csrfToken(_ request: Request) -> (String, String?) {
+        if let binding = csrfBinding(request) { return (csrfTokens.token(for: binding), nil) }
+        let nonce = Token.hex(32)
+        return (csrfTokens.token(for: "nonce/" + nonce), nonce)
     }
 
     func checkCSRF(_ request: Request, submitted: String?) throws {
-        guard let cookie = request.cookies[Self.csrfCookie]?.value, !cookie.isEmpty, let submitted, submitted == cookie else {
+        guard csrfTokens.check(submitted, binding: csrfBinding(request)) else {
             logger.warning("Request refused: missing or wrong CSRF token", metadata: ["path": "\(request.uri.path)"])
             throw HTTPError(.forbidden, message: "Missing or wrong CSRF token; reload the page and try again.")
         }
     }
 
-    func html(_ body: String, status: HTTPResponse.Status = .ok, csrf: (String, Bool)) -> Response {
+    func html(_ body: String, status: HTTPResponse.Status = .ok, csrf: (String, String?)) -> Response {
         var response = Response(status: status, headers: [
             .contentType: "text/html; charset=utf-8",
-            .contentSecurityPolicy: "default-src 'self'; img-src 'self' data:; media-src 'self' blob:; connect-src 'self' ws: wss:; frame-ancestors 'none'",
+            .contentSecurityPolicy: "default-src 'self'; img-src 'self' data:; media-src 'self' blob:; connect-src 'self'; frame-ancestors 'none'",
             .init("X-Content-Type-Options")!: "nosniff",
         ], body: .init(byteBuffer: ByteBuffer(string: body)))
-        if csrf.1 { response.setCookie(Cookie(name: Self.csrfCookie, value: csrf.0, path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .strict)) }
+        if let nonce = csrf.1 {
+            response.setCookie(Cookie(name: csrfCookie, value: nonce, path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .strict))
+        }
         return response
     }
 
@@ -234,8 +293,8 @@ struct ServiceRoutes: Sendable {
         let items = groups.values.sorted { $0.count > $1.count }.map { broadcasts -> String in
             let app = broadcasts[0].record.application
             return """
-            <li class="app" data-app="\(HTML.escape(app.id))"><a href="/apps/\(HTML.escape(app.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""))">\
-            <img src="/icons/\(HTML.escape(app.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""))" alt="">\
+            <li class="app" data-app="\(HTML.escape(app.id))"><a href="/apps/\(HTML.escape(Self.encodedPathSegment(app.id)))">\
+            <img src="/icons/\(HTML.escape(Self.encodedPathSegment(app.id)))" alt="">\
             <span class="name">\(HTML.escape(app.name))</span></a> <span class="count">\(broadcasts.count) live</span></li>
             """
         }
@@ -255,7 +314,7 @@ struct ServiceRoutes: Sendable {
             by \(HTML.escape(b.broadcaster)) · <span class="viewers">\(b.viewerCount)</span> watching</li>
             """
         }
-        let body = "<h1><img src=\"/icons/\(HTML.escape(applicationID))\" alt=\"\" width=\"32\"> \(HTML.escape(name))</h1>"
+        let body = "<h1><img src=\"/icons/\(HTML.escape(Self.encodedPathSegment(applicationID)))\" alt=\"\" width=\"32\"> \(HTML.escape(name))</h1>"
             + (items.isEmpty ? "<p>Nobody is live with this application.</p>" : "<ul class=\"list\">\(items.joined())</ul>")
         return html(HTML.page(title: name, user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
     }
@@ -330,14 +389,20 @@ struct ServiceRoutes: Sendable {
     func sessionResponse(for user: UserRecord) async throws -> Response {
         let token = try await accounts.newSession(for: user)
         var response = Self.redirect("/account")
-        response.setCookie(Cookie(name: Self.sessionCookie, value: token, maxAge: Int(Accounts.sessionLifetime), path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .lax))
+        response.setCookie(Cookie(name: sessionCookie, value: token, maxAge: Int(Accounts.sessionLifetime), path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .lax))
         return response
     }
 
-    func signUp(_ request: Request) async throws -> Response {
+    func signUp(_ request: Request, address: String) async throws -> Response {
         let form = try await form(request, as: CredentialsForm.self)
         try checkCSRF(request, submitted: form.csrf)
         do {
+            try Accounts.validate(name: form.name, password: form.password)
+            guard signUpLimiter.allow(address) else {
+                logger.notice("Sign-up refused: rate limited", metadata: ["peer": "\(address)"])
+                return formPage(request, title: "Sign up", action: "/signup", error: "Too many new accounts from your address; try again later.",
+                                status: .tooManyRequests)
+            }
             let user = try await accounts.createUser(name: form.name, password: form.password)
             logger.info("Account created", metadata: ["user": "\(user.name)"])
             return try await sessionResponse(for: user)
@@ -346,11 +411,11 @@ struct ServiceRoutes: Sendable {
         }
     }
 
-    func signIn(_ request: Request) async throws -> Response {
+    func signIn(_ request: Request, address: String) async throws -> Response {
         let form = try await form(request, as: CredentialsForm.self)
         try checkCSRF(request, submitted: form.csrf)
         do {
-            guard let user = try await accounts.signIn(name: form.name, password: form.password) else {
+            guard let user = try await accounts.signIn(name: form.name, password: form.password, address: address) else {
                 logger.notice("Sign-in failed", metadata: ["user": "\(form.name.prefix(32))"])
                 return formPage(request, title: "Sign in", action: "/signin", error: "Wrong name or password.", status: .unauthorized)
             }
@@ -364,9 +429,9 @@ struct ServiceRoutes: Sendable {
     func signOut(_ request: Request) async throws -> Response {
         let form = try await form(request, as: CSRFForm.self)
         try checkCSRF(request, submitted: form.csrf)
-        if let token = request.cookies[Self.sessionCookie]?.value { try await store.deleteSession(token: token) }
+        if let token = request.cookies[sessionCookie]?.value { try await store.deleteSession(token: token) }
         var response = Self.redirect("/")
-        response.setCookie(Cookie(name: Self.sessionCookie, value: "", maxAge: 0, path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .lax))
+        response.setCookie(Cookie(name: sessionCookie, value: "", maxAge: 0, path: "/", secure: configuration.secureCookies, httpOnly: true, sameSite: .lax))
         return response
     }
 
@@ -383,7 +448,10 @@ struct ServiceRoutes: Sendable {
         guard let user = try await currentUser(request) else { throw HTTPError(.unauthorized) }
         let form = try await form(request, as: CSRFForm.self)
         try checkCSRF(request, submitted: form.csrf)
-        _ = try await store.revokeStreamKey(id: keyID, userID: user.id, at: Date().timeIntervalSince1970)
+        if try await store.revokeStreamKey(id: keyID, userID: user.id, at: Date().timeIntervalSince1970) {
+            // Refused everywhere at once: its live publish (and the extension's events) end now.
+            await directory.endPublishing(streamKeyID: keyID)
+        }
         return Self.redirect("/account")
     }
 
@@ -473,7 +541,10 @@ struct ServiceRoutes: Sendable {
 
     func apiKey(_ request: Request) async throws -> StreamKeyRecord? {
         var token = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
-        if token == nil, let query = request.uri.queryParameters["token"] { token = String(query) }
+        // `?token=` only where a browser cannot set the header: WebSocket upgrades.
+        if token == nil, request.headers[.upgrade]?.lowercased() == "websocket", let query = request.uri.queryParameters["token"] {
+            token = String(query)
+        }
         guard let token, !token.isEmpty else { return nil }
         return try await store.activeStreamKey(token)
     }
@@ -486,7 +557,8 @@ struct ServiceRoutes: Sendable {
         return key
     }
 
-    func applicationInfo(_ input: ApplicationInput) async throws -> ApplicationInfo {
+    /// The application of a broadcast of `userID`; an icon it brings is that account's icon for it.
+    func applicationInfo(_ input: ApplicationInput, userID: Int64) async throws -> ApplicationInfo {
         let id = input.id.trimmingCharacters(in: .whitespacesAndNewlines)
         let name = input.name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...200).contains(id.count), (1...100).contains(name.count), !id.contains("/") else {
@@ -497,7 +569,7 @@ struct ServiceRoutes: Sendable {
                   png.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) else {
                 throw HTTPError(.badRequest, message: "application.iconPNG must be a base64 PNG of at most 256 KB.")
             }
-            try await store.saveApplicationIcon(applicationID: id, png: [UInt8](png))
+            try await store.saveApplicationIcon(applicationID: ApplicationIcons.accountKey(id, userID: userID), png: [UInt8](png))
         }
         return ApplicationInfo(id: id, name: name)
     }
@@ -506,46 +578,56 @@ struct ServiceRoutes: Sendable {
         var request = request
         let body = try await request.collectBody(upTo: 512 << 10)
         do { return try JSONDecoder().decode(T.self, from: Data(buffer: body)) } catch {
-            throw HTTPError(.badRequest, message: "Malformed JSON: \(error)")
+            throw HTTPError(.badRequest, message: "Malformed JSON: \(Self.shortReason(error))")
         }
     }
 
     func createBroadcast(_ request: Request) async throws -> Response {
         let key = try await requireAPIKey(request)
         let input = try await decodeJSON(request, as: CreateBroadcastInput.self)
-        let title = String(input.title.trimmingCharacters(in: .whitespacesAndNewlines).prefix(140))
+        let title = input.title.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !title.isEmpty else { throw HTTPError(.badRequest, message: "A title is required.") }
+        guard title.count <= Self.maximumTitleLength else {
+            throw HTTPError(.badRequest, message: "A title has at most \(Self.maximumTitleLength) characters.")
+        }
         var application = ApplicationInfo.desktop
-        if let given = input.application { application = try await applicationInfo(given) }
+        if let given = input.application { application = try await applicationInfo(given, userID: key.userID) }
+        let verified = try await verifiedApplications([application.id]).contains(application.id)
         guard let user = try await store.user(id: key.userID) else { throw HTTPError(.unauthorized) }
         // Publishing already with this key: this describes the live broadcast.
         if let live = directory.broadcasts.first(where: { $0.record.streamKeyID == key.id }) {
             live.setTitle(title)
-            let record = live.setApplication(application, iconURL: iconURL(application.id, request: request))
+            let record = live.setApplication(application, iconURL: iconURL(application.id, userID: key.userID, verified: verified, request: request))
             await directory.persist(record)
-            return try Self.json(describe(record, broadcaster: user.name, viewers: live.viewerCount, live: true, request: request, withRTMP: true), status: .created)
+            return try Self.json(describe(record, broadcaster: user.name, viewers: live.viewerCount, live: true, request: request, verified: verified,
+                                          withRTMP: true), status: .created)
         }
         let record = BroadcastRecord(id: Token.shortID(), userID: key.userID, streamKeyID: key.id, title: title, application: application,
                                      createdAt: Date().timeIntervalSince1970, startedAt: nil, endedAt: nil, viewerPeak: 0, likes: 0)
         try await store.insertBroadcast(record)
         logger.info("Broadcast created", metadata: ["broadcast": "\(record.id)", "application": "\(application.id)"])
-        return try Self.json(describe(record, broadcaster: user.name, viewers: 0, live: false, request: request, withRTMP: true), status: .created)
+        return try Self.json(describe(record, broadcaster: user.name, viewers: 0, live: false, request: request, verified: verified, withRTMP: true),
+                             status: .created)
     }
 
     func getBroadcast(_ request: Request, id: String) async throws -> Response {
-        if let live = directory.broadcast(id: id) { return try Self.json(describe(live, request: request)) }
+        if let live = directory.broadcast(id: id) {
+            return try Self.json(describe(live, request: request, verified: try await verifiedApplications([live.record.application.id])))
+        }
         guard let record = try await store.broadcast(id: id), let user = try await store.user(id: record.userID) else {
             throw HTTPError(.notFound, message: "No such broadcast.")
         }
-        return try Self.json(describe(record, broadcaster: user.name, viewers: 0, live: false, request: request))
+        let verified = try await verifiedApplications([record.application.id]).contains(record.application.id)
+        return try Self.json(describe(record, broadcaster: user.name, viewers: 0, live: false, request: request, verified: verified))
     }
 
     func changeApplication(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAPIKey(request)
         guard var record = try await store.broadcast(id: id), record.userID == key.userID else { throw HTTPError(.notFound, message: "No such broadcast.") }
-        let application = try await applicationInfo(try await decodeJSON(request, as: ApplicationInput.self))
+        let application = try await applicationInfo(try await decodeJSON(request, as: ApplicationInput.self), userID: key.userID)
         if let live = directory.broadcast(id: id) {
-            record = live.setApplication(application, iconURL: iconURL(application.id, request: request))
+            let verified = try await verifiedApplications([application.id]).contains(application.id)
+            record = live.setApplication(application, iconURL: iconURL(application.id, userID: key.userID, verified: verified, request: request))
         } else {
             record.application = application
         }
@@ -553,8 +635,12 @@ struct ServiceRoutes: Sendable {
         return try await getBroadcast(request, id: id)
     }
 
-    func icon(_ applicationID: String) async throws -> Response {
-        if let png = try await store.applicationIcon(applicationID: applicationID) {
+    /// `/icons/APP`: the operator-verified icon; `/user-icons/USER/APP`: that account's own upload (else the
+    /// verified one). Without either, a tile with the application's initial.
+    func icon(_ applicationID: String, userID: Int64? = nil) async throws -> Response {
+        var png = try await store.applicationIcon(applicationID: ApplicationIcons.verifiedKey(applicationID))
+        if png == nil, let userID { png = try await store.applicationIcon(applicationID: ApplicationIcons.accountKey(applicationID, userID: userID)) }
+        if let png {
             return Response(status: .ok, headers: [.contentType: "image/png", .cacheControl: "max-age=60", .init("X-Content-Type-Options")!: "nosniff"], body: .init(byteBuffer: ByteBuffer(bytes: png)))
         }
         // No icon uploaded: a plain tile with the application's initial.

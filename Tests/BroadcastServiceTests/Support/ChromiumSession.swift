@@ -10,13 +10,15 @@ final class Chromium {
     let profile: URL
     private(set) var port = 0
 
-    init(directory: URL) throws {
+    /// - Parameter extraArguments: more command-line switches (e.g. `--host-resolver-rules` for made-up host names).
+    init(directory: URL, extraArguments: [String] = []) throws {
         profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
         process.arguments = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=\(profile.path)",
                              "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
-                             "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio", "about:blank"]
+                             "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio"]
+            + extraArguments + ["about:blank"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice

@@ -102,8 +102,18 @@ final class ServiceProcess {
         throw TestFailure("broadcast-service did not become ready:\n\(log)")
     }
 
-    /// SIGTERM, then SIGKILL after 10 s.
+    /// Secrets this test made (stream keys, passwords): none may appear in the service's log.
+    private(set) var secrets: [String] = []
+    func addSecret(_ secret: String) { secrets.append(secret) }
+
+    /// SIGTERM, then SIGKILL after 10 s. Then checks the log for every secret this service was given.
     func stop() {
+        defer {
+            let log = self.log
+            for secret in secrets where log.contains(secret) {
+                Issue.record("the service logged a secret (\(secret.prefix(8))…)")
+            }
+        }
         guard process.isRunning else { return }
         process.terminate()
         let deadline = Date().addingTimeInterval(10)
@@ -114,7 +124,14 @@ final class ServiceProcess {
 
     /// Runs the binary's administration commands on this service's database.
     func admin(_ arguments: [String], stdin: String? = nil) throws -> CommandResult {
-        try Command.run(Self.binary, arguments + ["--database", databaseArgument], stdin: stdin, environment: ["XDG_DATA_HOME": directory.path])
+        let result = try Command.run(Self.binary, arguments + ["--database", databaseArgument], stdin: stdin,
+                                     environment: ["XDG_DATA_HOME": directory.path])
+        if arguments.starts(with: ["key", "create"]) {
+            let key = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !key.isEmpty { secrets.append(key) }
+        }
+        if let stdin, arguments.starts(with: ["user", "create"]) { secrets.append(stdin.trimmingCharacters(in: .newlines)) }
+        return result
     }
 
     /// Waits until the log contains `text`.
@@ -175,9 +192,12 @@ final class FFmpegPublisher {
 /// A small HTTP client over curl with a cookie jar (a browser's session for form flows).
 struct CurlSession {
     let jar: URL
+    /// The source address of the requests (any 127.x address stands for another client).
+    let interface: String?
 
-    init(directory: URL) {
+    init(directory: URL, interface: String? = nil) {
         jar = directory.appendingPathComponent("cookies-\(UUID().uuidString).txt")
+        self.interface = interface
     }
 
     struct Response {
@@ -193,22 +213,32 @@ struct CurlSession {
         let headerURL = directory.appendingPathComponent("curl-head-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: bodyURL); try? FileManager.default.removeItem(at: headerURL) }
         var arguments = ["-s", "-X", method, "-o", bodyURL.path, "-D", headerURL.path, "-w", "%{http_code}", "-c", jar.path, "-b", jar.path]
+        if let interface { arguments += ["--interface", interface] }
         for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
         if let form { for (k, v) in form.sorted(by: { $0.key < $1.key }) { arguments += ["--data-urlencode", "\(k)=\(v)"] } }
         if let json { arguments += ["-H", "Content-Type: application/json", "--data-binary", json] }
         arguments.append(url)
         let result = try Command.run("/usr/bin/curl", arguments, timeout: 30)
-        return Response(status: Int(result.stdout) ?? 0,
-                        body: (try? String(contentsOf: bodyURL, encoding: .utf8)) ?? "",
-                        headers: (try? String(contentsOf: headerURL, encoding: .utf8)) ?? "")
+        let response = Response(status: Int(result.stdout) ?? 0,
+                                body: (try? String(contentsOf: bodyURL, encoding: .utf8)) ?? "",
+                                headers: (try? String(contentsOf: headerURL, encoding: .utf8)) ?? "")
+        if let token = response.body.firstMatch(of: /(?:name="csrf" value|data-csrf)="([0-9a-f]+)"/)?.1 {
+            try? String(token).write(to: csrfURL, atomically: true, encoding: .utf8)
+        }
+        return response
     }
 
-    /// The CSRF cookie's value (set by any page).
-    var csrf: String? {
+    private var csrfURL: URL { jar.appendingPathExtension("csrf") }
+
+    /// The CSRF token of the last page that carried one (the server binds it to this browser's session).
+    var csrf: String? { try? String(contentsOf: csrfURL, encoding: .utf8) }
+
+    /// A cookie's value in this session's jar.
+    func cookie(_ name: String) -> String? {
         guard let text = try? String(contentsOf: jar, encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") {
-            let fields = line.split(separator: "\t")
-            if fields.count == 7, fields[5] == "ork_csrf" { return String(fields[6]) }
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+            if fields.count == 7, fields[5] == name { return String(fields[6]) }
         }
         return nil
     }
