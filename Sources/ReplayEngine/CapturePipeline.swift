@@ -20,6 +20,7 @@ final class CapturePipeline: @unchecked Sendable {
     private let logger: Logger
     private let attachLock = Mutex<Void>(())
     private var destinations: [any MediaDestination] = []
+    private var taps: [any FrameTap] = []
     private var videoOutputs = TrackOutputs()
     private var audioOutputs: [TrackOutputs]
 
@@ -77,6 +78,16 @@ final class CapturePipeline: @unchecked Sendable {
             _ = freeFrames.push(VideoFrame(width: capture.outputWidth, height: capture.outputHeight))
         }
         framesAllocated = 3
+    }
+
+    /// Adds a tap that sees every picture before the encoder. Before `run`.
+    func attach(tap: any FrameTap) throws(EngineError) {
+        try attachLock.withLock { _ throws(EngineError) in
+            guard !ran.load(ordering: .acquiring) else {
+                throw EngineError(.misuse, "a frame tap is attached before the capture runs")
+            }
+            taps.append(tap)
+        }
     }
 
     /// Adds `destination`'s tracks: the screen, then each sound track. Before `run`.
@@ -257,6 +268,8 @@ final class CapturePipeline: @unchecked Sendable {
     /// Queues the captured picture for the encoder; drops it (counted) when the encoder is half a
     /// second behind, unless `waiting` (the last picture, which ends the video): that one waits.
     private func sendFrame(tick: Int64, index: Int64, waiting: Bool) -> Bool {
+        // Taps see every picture, whether or not the encoder keeps up.
+        for tap in taps { tap.receive(capture.current, tick: index, time: tick) }
         guard let frame = takeFreeFrame() ?? (waiting ? freeFrames.pop() : nil) else {
             framesDropped.add(1, ordering: .relaxed)
             return false

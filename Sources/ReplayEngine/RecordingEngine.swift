@@ -148,6 +148,11 @@ public final class RecordingEngine: Sendable {
         try pipeline.attach(destination)
     }
 
+    /// Adds a tap that sees every picture before the encoder (in-app capture, extensions). Before `run()`.
+    package func attach(tap: any FrameTap) throws(EngineError) {
+        try pipeline.attach(tap: tap)
+    }
+
     /// Leave this X window (and only it) out of every captured frame; what lies beneath is recomposed.
     public func exclude(window: UInt32) {
         pipeline.capture.exclude(window: window)

@@ -1,9 +1,24 @@
 import Testing
 import Foundation
 import Logging
-import ReplayEngine
-import ReplayMedia
+import Synchronization
+@testable import ReplayEngine
+@testable import ReplayMedia
 import ReplayTesting
+
+/// A tap as a frame ring will be: it copies what it needs (here one luma sample of the white bar)
+/// and returns at once.
+final class RecordingTap: FrameTap {
+    struct Seen: Sendable { var tick: Int64; var time: Int64; var whiteLuma: UInt8 }
+    let seen = Mutex<[Seen]>([])
+
+    func receive(_ picture: VideoFrame, tick: Int64, time: Int64) {
+        let pattern = TestPattern(width: picture.width, height: picture.height)
+        let (x, y) = pattern.barCentre(0)
+        let luma = picture.planes.y[y * picture.strides.y + x]
+        seen.withLock { $0.append(Seen(tick: tick, time: time, whiteLuma: luma)) }
+    }
+}
 
 /// The engine in-process on a real display, encoding once for two destinations at the same time:
 /// the fragmented MP4 file and a live RTMP stream to a real ingest (nginx-rtmp), read back by ffmpeg.
@@ -34,6 +49,8 @@ struct EngineDestinationsTests {
                 logger: logger)
             try engine.attach(try MovieWriter(path: file, logger: logger))
             try engine.attach(try StreamOutput(url: streamURL, logger: logger))
+            let tap = RecordingTap()
+            try engine.attach(tap: tap)
             // A viewer of the ingest: what it reads back from the live stream.
             let reader = try BackgroundProcess("ffmpeg", arguments: ["-nostdin", "-v", "error", "-rw_timeout", "15000000",
                                                                      "-i", streamURL, "-t", "3", "-c", "copy", copy])
@@ -61,6 +78,15 @@ struct EngineDestinationsTests {
             #expect(abs((movie.videoStreams.first?.duration ?? 0) - 6) < 0.5, "the file holds the 6 s")
             #expect(statistics.framesWritten >= 150, "\(statistics)")
             #expect(statistics.bytesWritten > 0)
+            // The tap saw every picture the encoder got, on the engine's clock, before encoding.
+            let seen = tap.seen.withLock { $0 }
+            #expect(seen.count >= statistics.framesWritten, "\(seen.count) pictures tapped, \(statistics.framesWritten) encoded")
+            #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.tick < $1.tick && $0.time < $1.time }, "ticks and times rise")
+            if let first = seen.first, let last = seen.last, last.tick > first.tick {
+                let nanosecondsPerTick = Double(last.time - first.time) / Double(last.tick - first.tick)
+                #expect(abs(nanosecondsPerTick - 1e9 / 30) < 1, "times are the ticks of the 30 fps clock: \(nanosecondsPerTick) ns")
+            }
+            #expect(seen.filter { $0.whiteLuma > 200 }.count >= seen.count * 9 / 10, "the tap sees the white bar white")
         }
     }
 

@@ -1,0 +1,14 @@
+package import ReplayMedia
+
+/// Receives the pictures the capture makes, before the encoder: the seam for in-app capture and
+/// broadcast extensions, whose frames travel to their process through a shared-memory ring.
+///
+/// Called on the capture thread for every picture that goes towards the encoder (each change, the
+/// repeats, the last one), even when the encoder is behind and the picture is dropped there, with
+/// the capture's own canvas (I420) and its time: `tick` in frames of the capture's rate, `time` on
+/// the engine's monotonic clock (nanoseconds, `MonotonicClock`). A tap copies what it needs before
+/// it returns and never blocks: a consumer that is behind loses whole pictures (counted by the
+/// tap); the capture never waits for it.
+package protocol FrameTap: AnyObject, Sendable {
+    func receive(_ picture: VideoFrame, tick: Int64, time: Int64)
+}
