@@ -92,7 +92,6 @@ let package = Package(
                                .product(name: "HummingbirdCore", package: "hummingbird"),
                                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
-                               .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                                .product(name: "GRDB", package: "GRDB.swift"),
                                .product(name: "PostgresNIO", package: "postgres-nio"),
                                .product(name: "Crypto", package: "swift-crypto"),
