@@ -30,35 +30,21 @@ import ReplayTesting
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let (width, height, fps, seconds) = (320, 240, 30, 20)
-        let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "ultrafast", crf: 30), logger: logger)
-        let audio = try AudioEncoder(logger: logger)
         let clips = ClipBuffer(seconds: 15, logger: logger)
-        var videoOutputs = TrackOutputs(), audioOutputs = TrackOutputs()
-        videoOutputs.add(clips, track: try clips.addTrack(video.trackFormat(name: "Screen")))
-        audioOutputs.add(clips, track: try clips.addTrack(audio.trackFormat(name: "System sound")))
-        try clips.start()
+        let encoding = try EncodingFixture(into: clips, width: width, height: height, framesPerSecond: fps,
+                                           preset: "ultrafast", crf: 30, logger: logger)
 
         let frame = VideoFrame(width: width, height: height)
-        var samples = [Float](repeating: 0, count: audio.frameSize * 2)
         var position: Int64 = 0
         for index in 0..<(seconds * fps) {
             let pixels = picture(width: width, height: height, green: index >= (seconds - 3) * fps)
             pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
             frame.changedFraction = 1
-            try video.encode(frame, pts: Int64(index), to: videoOutputs)
+            try encoding.video.encode(frame, pts: Int64(index), to: encoding.videoTrack)
             // The sound up to this picture's time.
-            while position < Int64(index + 1) * 48_000 / Int64(fps) {
-                for i in 0..<audio.frameSize {
-                    let value = Float(0.5 * sin(2 * Double.pi * 440 * Double(position + Int64(i)) / 48_000))
-                    samples[2 * i] = value
-                    samples[2 * i + 1] = value
-                }
-                try samples.withUnsafeBufferPointer { try audio.encode($0, pts: position, to: audioOutputs) }
-                position += Int64(audio.frameSize)
-            }
+            position = try encoding.encodeTone(440, from: position, to: Int64(index + 1) * 48_000 / Int64(fps))
         }
-        try video.encode(nil, pts: 0, to: videoOutputs)
-        try audio.encode(nil, pts: 0, to: audioOutputs)
+        try encoding.finishEncoding()
 
         // 15 s and at most one keyframe group (2 s) more; bounded by the encoded stream.
         #expect(clips.bufferedSeconds >= 15 && clips.bufferedSeconds <= 17.1, "buffered \(clips.bufferedSeconds) s")

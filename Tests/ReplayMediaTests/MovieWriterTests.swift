@@ -34,34 +34,17 @@ import ReplayTesting
         let path = temporaryPath("movie.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         let (width, height, fps) = (320, 240, 30)
-        let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
-        let audio = try AudioEncoder(logger: logger)
         let writer = try MovieWriter(path: path, logger: logger)
-        var videoTrack = TrackOutputs(), audioTrack = TrackOutputs()
-        videoTrack.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
-        audioTrack.add(writer, track: try writer.addTrack(audio.trackFormat(name: "System sound")))
-        try writer.start()
+        let encoding = try EncodingFixture(into: writer, logger: logger)
 
         let frame = VideoFrame(width: width, height: height)
         let pixels = picture(width: width, height: height)
         pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
         for index in 0..<(2 * fps) {
-            try video.encode(frame, pts: Int64(index), to: videoTrack)
+            try encoding.video.encode(frame, pts: Int64(index), to: encoding.videoTrack)
         }
-        try video.encode(nil, pts: 0, to: videoTrack)
-
-        var samples = [Float](repeating: 0, count: audio.frameSize * 2)
-        var position: Int64 = 0
-        while position < 2 * 48_000 {
-            for i in 0..<audio.frameSize {
-                let value = Float(0.5 * sin(2 * Double.pi * 440 * Double(position + Int64(i)) / 48_000))
-                samples[2 * i] = value
-                samples[2 * i + 1] = value
-            }
-            try samples.withUnsafeBufferPointer { try audio.encode($0, pts: position, to: audioTrack) }
-            position += Int64(audio.frameSize)
-        }
-        try audio.encode(nil, pts: 0, to: audioTrack)
+        _ = try encoding.encodeTone(440, from: 0, to: 2 * 48_000)
+        try encoding.finishEncoding()
         try writer.finish()
 
         let probe = try await MediaProbe.probe(path)
@@ -164,29 +147,18 @@ import ReplayTesting
         let path = temporaryPath("still.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         let (width, height, fps) = (320, 240, 30)
-        let video = try VideoEncoder(settings: VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23), logger: logger)
-        let audio = try AudioEncoder(logger: logger)
         let writer = try MovieWriter(path: path, logger: logger)
-        var videoTrack = TrackOutputs(), audioTrack = TrackOutputs()
-        videoTrack.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
-        audioTrack.add(writer, track: try writer.addTrack(audio.trackFormat(name: "System sound")))
-        try writer.start()
+        let encoding = try EncodingFixture(into: writer, logger: logger)
         let frame = VideoFrame(width: width, height: height)
         let pixels = picture(width: width, height: height)
         pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
         frame.changedFraction = 0
         for tick: Int64 in [0, 30, 60, 89] {
-            try video.encode(frame, pts: tick, to: videoTrack)
+            try encoding.video.encode(frame, pts: tick, to: encoding.videoTrack)
             try writer.flush()
         }
-        try video.encode(nil, pts: 0, to: videoTrack)
-        let samples = [Float](repeating: 0, count: audio.frameSize * 2)
-        var position: Int64 = 0
-        while position < 3 * 48_000 {
-            try samples.withUnsafeBufferPointer { try audio.encode($0, pts: position, to: audioTrack) }
-            position += Int64(audio.frameSize)
-        }
-        try audio.encode(nil, pts: 0, to: audioTrack)
+        _ = try encoding.encodeTone(0, from: 0, to: 3 * 48_000)
+        try encoding.finishEncoding()
         try writer.finish()
 
         let ends = writer.trackEnds
