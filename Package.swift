@@ -83,6 +83,8 @@ let package = Package(
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "Logging", package: "swift-log")],
+                // The pages' JavaScript and style sheet, served at /static/ (Web/StaticFiles.swift).
+                resources: [.copy("Static")],
                 swiftSettings: swiftSettings),
         .executableTarget(name: "broadcast-service",
                           dependencies: ["BroadcastService", .product(name: "ArgumentParser", package: "swift-argument-parser")],

@@ -70,13 +70,7 @@ struct ServiceRoutes: Sendable {
 
     func register(on router: Router<Context>) {
         router.get("/healthz") { _, _ in "ok" }
-        router.get("/static/player.js") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-cache"],
-                     body: .init(byteBuffer: ByteBuffer(string: PlayerScript.source)))
-        }
-        router.get("/static/style.css") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: HTML.style)))
-        }
+        StaticFiles.register(on: router)
         router.get("/icons/:app") { _, context in try await self.icon(context.parameters.require("app")) }
 
         // Viewers.
