@@ -72,6 +72,7 @@ struct ServiceRoutes: Sendable {
         router.get("/healthz") { _, _ in "ok" }
         StaticFiles.register(on: router)
         router.get("/icons/:app") { _, context in try await self.icon(context.parameters.require("app")) }
+        ThumbnailRoutes.register(on: router, directory: directory)
 
         // Viewers.
         router.get("/") { request, _ in try await self.directoryPage(request) }
@@ -221,38 +222,7 @@ struct ServiceRoutes: Sendable {
 
     // MARK: Pages
 
-    func directoryPage(_ request: Request) async throws -> Response {
-        let user = try await currentUser(request)
-        let csrf = csrfToken(request)
-        let groups = Dictionary(grouping: directory.broadcasts) { $0.record.application.id }
-        let items = groups.values.sorted { $0.count > $1.count }.map { broadcasts -> String in
-            let app = broadcasts[0].record.application
-            return """
-            <li class="app" data-app="\(HTML.escape(app.id))"><a href="/apps/\(HTML.escape(app.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""))">\
-            <img src="/icons/\(HTML.escape(app.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""))" alt="">\
-            <span class="name">\(HTML.escape(app.name))</span></a> <span class="count">\(broadcasts.count) live</span></li>
-            """
-        }
-        let body = items.isEmpty ? "<h1>Live now</h1><p>Nobody is live. Publish with ffmpeg or OBS to start.</p>"
-            : "<h1>Live now</h1><ul class=\"apps\">\(items.joined())</ul>"
-        return html(HTML.page(title: "Live", user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
-    }
-
-    func applicationPage(_ request: Request, applicationID: String) async throws -> Response {
-        let user = try await currentUser(request)
-        let csrf = csrfToken(request)
-        let broadcasts = directory.broadcasts.filter { $0.record.application.id == applicationID }
-        let name = broadcasts.first?.record.application.name ?? applicationID
-        let items = broadcasts.map { b in
-            """
-            <li class="broadcast"><a href="/b/\(HTML.escape(b.record.id))">\(HTML.escape(b.record.title))</a> \
-            by \(HTML.escape(b.broadcaster)) · <span class="viewers">\(b.viewerCount)</span> watching</li>
-            """
-        }
-        let body = "<h1><img src=\"/icons/\(HTML.escape(applicationID))\" alt=\"\" width=\"32\"> \(HTML.escape(name))</h1>"
-            + (items.isEmpty ? "<p>Nobody is live with this application.</p>" : "<ul class=\"list\">\(items.joined())</ul>")
-        return html(HTML.page(title: name, user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
-    }
+    // directoryPage and applicationPage: Web/DirectoryPages.swift.
 
     func broadcastPage(_ request: Request, id: String) async throws -> Response {
         let user = try await currentUser(request)
