@@ -21,7 +21,13 @@
   }
 
   // A thumbnail not made yet (the broadcast just started): a placeholder until the next refresh.
-  function loaded(image) { stats.thumbnailsLoaded += 1; image.closest(".thumb").classList.remove("waiting"); }
+  function loaded(image) {
+    image.closest(".thumb").classList.remove("waiting");
+    // From the memory cache, a picture can be complete before this script and still fire "load" after.
+    if (image.dataset.counted === image.src) return;
+    image.dataset.counted = image.src;
+    stats.thumbnailsLoaded += 1;
+  }
   function failed(image) { stats.thumbnailErrors += 1; image.closest(".thumb").classList.add("waiting"); }
   for (const image of document.querySelectorAll("img.thumbnail")) {
     image.addEventListener("load", () => loaded(image));

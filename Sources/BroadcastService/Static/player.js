@@ -3,7 +3,9 @@
 // each frame is decoded, `AudioDecoder` for AAC played through WebAudio: lowest latency), and played with
 // Media Source Extensions otherwise (or with `?player=mse`). Also the live viewer count, likes and chat;
 // when the server drops the socket (a viewer too far behind), it reconnects and starts again at the
-// latest keyframe.
+// latest keyframe. The controls over the picture: volume and mute, fullscreen, a LIVE badge that says how
+// far behind live the picture is (click: catch up), and a message when the broadcast ends or the
+// connection drops (it reconnects, waiting longer after each failed attempt).
 "use strict";
 (() => {
   const root = document.getElementById("broadcast");
@@ -14,8 +16,113 @@
   const chat = document.getElementById("chat"), status = document.getElementById("status");
   const forceMSE = new URLSearchParams(location.search).get("player") === "mse";
   const stats = window.orkPlayer = { fragments: 0, bytes: 0, events: [], error: null, mime: null, mode: null,
-                                     framesDecoded: 0, framesDrawn: 0, audioDecoded: 0, reconnects: 0 };
+                                     framesDecoded: 0, framesDrawn: 0, audioDecoded: 0, reconnects: 0,
+                                     behind: null, message: "", volume: 1, muted: false, fullscreen: false };
   let player = null, pending = [], mime = null, ended = false, socket = null;
+
+  // ---- Controls over the picture, made here so the page's markup stays the server's.
+  function element(tag, properties, ...children) {
+    const e = Object.assign(document.createElement(tag), properties);
+    e.append(...children);
+    return e;
+  }
+  const icons = {
+    sound: '<svg viewBox="0 0 24 24" width="22" height="22"><path fill="currentColor" d="M3 9v6h4l5 5V4L7 9H3zm13.5 3A4.5 4.5 0 0 0 14 8v8a4.5 4.5 0 0 0 2.5-4zM14 3.2v2.1a7 7 0 0 1 0 13.4v2.1a9 9 0 0 0 0-17.6z"/></svg>',
+    muted: '<svg viewBox="0 0 24 24" width="22" height="22"><path fill="currentColor" d="M3 9v6h4l5 5V4L7 9H3zm13.6 3 2.7-2.7-1.4-1.4-2.7 2.7-2.7-2.7-1.4 1.4 2.7 2.7-2.7 2.7 1.4 1.4 2.7-2.7 2.7 2.7 1.4-1.4z"/></svg>',
+    fullscreen: '<svg viewBox="0 0 24 24" width="22" height="22"><path fill="currentColor" d="M4 4h6v2H6v4H4V4zm10 0h6v6h-2V6h-4V4zM4 14h2v4h4v2H4v-6zm14 0h2v6h-6v-2h4v-4z"/></svg>',
+  };
+  const stage = video.parentElement;
+  stage.classList.add("stage");
+  video.controls = false;
+  const overlay = element("div", { id: "overlay", hidden: true });
+  const muteButton = element("button", { id: "mute", type: "button", title: "Mute (M)" });
+  const volumeSlider = element("input", { id: "volume", type: "range", min: "0", max: "1", step: "0.05", title: "Volume" });
+  const liveBadge = element("button", { id: "live-badge", type: "button", className: "waiting", title: "How far behind live (click to catch up)",
+                                        textContent: "LIVE" });
+  const fullscreenButton = element("button", { id: "fullscreen", type: "button", title: "Fullscreen (F)", innerHTML: icons.fullscreen });
+  stage.append(overlay, element("div", { className: "controls" }, muteButton, volumeSlider, liveBadge,
+                                element("span", { className: "spacer" }), fullscreenButton));
+
+  // Volume and mute: the WebAudio gain (WebCodecs) or the video element (MSE, which starts muted: a
+  // browser lets only muted video play by itself).
+  let volume = 1, muted = false, gain = null, resumeAudio = null;
+  try { const saved = JSON.parse(localStorage.getItem("orkVolume") || "{}"); if (typeof saved.volume === "number") volume = saved.volume; muted = !!saved.muted; } catch (e) {}
+  function applyVolume(save) {
+    if (gain) gain.gain.value = muted ? 0 : volume;
+    if (stats.mode === "mse") { video.muted = muted; video.volume = volume; }
+    muteButton.innerHTML = muted || volume === 0 ? icons.muted : icons.sound;
+    muteButton.setAttribute("aria-label", muted ? "Unmute" : "Mute");
+    volumeSlider.value = String(muted ? 0 : volume);
+    stats.volume = volume;
+    stats.muted = muted;
+    if (save) try { localStorage.setItem("orkVolume", JSON.stringify({ volume, muted })); } catch (e) {}
+  }
+  function toggleMute() {
+    muted = !muted;
+    if (!muted && volume === 0) volume = 1;
+    applyVolume(true);
+    if (!muted && resumeAudio) resumeAudio();
+  }
+  muteButton.addEventListener("click", toggleMute);
+  volumeSlider.addEventListener("input", () => {
+    volume = Number(volumeSlider.value);
+    muted = volume === 0;
+    applyVolume(true);
+    if (!muted && resumeAudio) resumeAudio();
+  });
+  applyVolume(false);
+
+  function toggleFullscreen() {
+    if (document.fullscreenElement) document.exitFullscreen();
+    else stage.requestFullscreen().catch((e) => { stats.error = String(e); });
+  }
+  fullscreenButton.addEventListener("click", toggleFullscreen);
+  stage.addEventListener("dblclick", (e) => { if (e.target === video || e.target === screen) toggleFullscreen(); });
+  document.addEventListener("fullscreenchange", () => { stats.fullscreen = document.fullscreenElement === stage; });
+  addEventListener("keydown", (e) => {
+    if (e.target.closest && e.target.closest("input, textarea")) return;
+    if (e.key === "m" || e.key === "M") toggleMute();
+    else if (e.key === "f" || e.key === "F") toggleFullscreen();
+  });
+
+  // How far behind live: media received but not yet shown, plus the time since media last arrived
+  // (when it stops coming, the picture falls behind by that much).
+  let lastArrival = performance.now(), newest = 0, shown = 0;
+  liveBadge.addEventListener("click", () => { if (player && player.catchUp) player.catchUp(); });
+  function behindLive() {
+    let buffered;
+    if (stats.mode === "mse") {
+      const ranges = video.buffered;
+      if (!ranges.length || video.currentTime === 0) return null;
+      buffered = ranges.end(ranges.length - 1) - video.currentTime;
+    } else {
+      if (!stats.framesDrawn) return null;
+      buffered = newest - shown;
+    }
+    const gap = (performance.now() - lastArrival) / 1000;
+    return Math.max(0, buffered) + (gap > 0.5 ? gap : 0);
+  }
+
+  /// The message over the picture ("" hides it).
+  function show(message, kind) {
+    overlay.hidden = !message;
+    overlay.textContent = message;
+    overlay.dataset.kind = kind || "";
+    stats.message = message;
+  }
+  setInterval(() => {
+    if (ended) return;
+    const behind = player ? behindLive() : null;
+    stats.behind = behind;
+    liveBadge.className = behind === null ? "waiting" : behind < 1 ? "" : "behind";
+    liveBadge.textContent = behind === null || behind < 1 ? "LIVE" : "LIVE \u2212" + behind.toFixed(1) + " s";
+    const silent = (performance.now() - lastArrival) / 1000;
+    if (player && socket && socket.readyState === WebSocket.OPEN) {
+      if (silent > 10) socket.close();  // nothing for 10 s: a connection that died without closing; start again
+      else if (silent > 3) show("No video is arriving. Waiting\u2026", "stalled");
+      else if (overlay.dataset.kind === "stalled") show("");
+    }
+  }, 250);
 
   // ---- fMP4 boxes (ISO BMFF), just what the two players need.
   function* boxes(view, start, end) {
@@ -145,6 +252,7 @@
         screen.width = frame.displayWidth; screen.height = frame.displayHeight;
       }
       context2d.drawImage(frame, 0, 0, screen.width, screen.height);
+      shown = (frame.timestamp + (frame.duration || 0)) / 1e6;
       frame.close();
       stats.framesDrawn += 1;
       lastDraw = performance.now();
@@ -165,6 +273,9 @@
     let audio = null;
     if (audioTrack) {
       const context = new AudioContext({ latencyHint: "interactive" });
+      gain = context.createGain();
+      gain.connect(context.destination);
+      applyVolume(false);
       let next = 0;
       const audioDecoder = new AudioDecoder({
         output: (data) => {
@@ -181,7 +292,7 @@
           if (next < now + 0.02 || next > now + 0.3) next = now + 0.05;
           const source = context.createBufferSource();
           source.buffer = buffer;
-          source.connect(context.destination);
+          source.connect(gain);
           source.start(next);
           next += buffer.duration;
         },
@@ -190,6 +301,7 @@
       audioDecoder.configure(audioTrack.config);
       const resume = () => context.resume().then(() => { sound.hidden = context.state === "running"; });
       sound.onclick = resume;
+      resumeAudio = resume;
       resume();
       setTimeout(() => { sound.hidden = context.state === "running"; }, 500);
       audio = { context, decoder: audioDecoder };
@@ -202,6 +314,7 @@
         for (const s of parseFragment(buffer, tracks)) {
           const microseconds = (t) => Math.round(t * 1e6 / s.track.timescale);
           if (s.track === videoTrack) {
+            newest = Math.max(newest, (s.pts + s.duration) / s.track.timescale);
             if (waitingForKey && !s.key) continue;
             waitingForKey = false;
             decoder.decode(new EncodedVideoChunk({ type: s.key ? "key" : "delta", timestamp: microseconds(s.pts),
@@ -211,7 +324,10 @@
           }
         }
       },
+      catchUp() { while (queue.length > 1) queue.shift().close(); },
       close() {
+        gain = null;
+        resumeAudio = null;
         for (const f of queue) f.close();
         queue = [];
         if (decoder.state !== "closed") decoder.close();
@@ -230,6 +346,9 @@
     sound.hidden = true;
     video.src = URL.createObjectURL(mediaSource);
     stats.mode = "mse";
+    // Only muted video may start by itself: unmute with the button.
+    muted = true;
+    applyVolume(false);
     function pump() {
       if (!buffer || buffer.updating || queue.length === 0) return;
       try { buffer.appendBuffer(queue.shift()); } catch (e) { stats.error = String(e); }
@@ -255,6 +374,10 @@
     }, { once: true });
     return {
       append(data) { queue.push(data); pump(); },
+      catchUp() {
+        const ranges = video.buffered;
+        if (ranges.length) video.currentTime = Math.max(ranges.start(ranges.length - 1), ranges.end(ranges.length - 1) - 0.15);
+      },
       close() { queue = []; video.removeAttribute("src"); video.load(); },
     };
   }
@@ -286,15 +409,51 @@
     else if (event.type === "like") likes.textContent = event.likes;
     else if (event.type === "comment") addComment(event.user, event.text);
     else if (event.type === "application") document.getElementById("application").textContent = event.application.name;
-    else if (event.type === "ended") { ended = true; status.textContent = "The broadcast has ended."; }
+    else if (event.type === "ended") broadcastEnded();
+  }
+  function broadcastEnded() {
+    ended = true;
+    show("The broadcast has ended.", "ended");
+    liveBadge.className = "ended";
+    liveBadge.textContent = "ENDED";
+    stats.behind = null;
+  }
+
+  // Reconnecting: at once after a drop, then waiting 1, 2, 4 … up to 10 s between failed attempts; a
+  // broadcast no longer in /api/live has ended (the server refuses to play it).
+  let attempts = 0, countdown = null;
+  function reconnect(reason) {
+    attempts += 1;
+    stats.reconnects += 1;
+    const wait = attempts === 1 ? 0 : Math.min(10, 2 ** (attempts - 2));
+    let left = wait;
+    const tick = () => {
+      if (ended || hidden) return;
+      if (left <= 0) { show(reason + " Reconnecting\u2026", "reconnecting"); connect(); return; }
+      show(reason + " Reconnecting in " + left + " s\u2026", "reconnecting");
+      left -= 1;
+      countdown = setTimeout(tick, 1000);
+    };
+    tick();
+  }
+  async function stillLive() {
+    try {
+      const response = await fetch("/api/live", { cache: "no-store" });
+      if (!response.ok) return null;
+      return (await response.json()).broadcasts.some((b) => b.id === id);
+    } catch (e) {
+      return null;  // the server did not answer: unknown
+    }
   }
   function connect() {
     let starting = false, opened = false;
     socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/b/" + id + "/ws");
     socket.binaryType = "arraybuffer";
-    socket.onopen = () => { opened = true; };
+    socket.onopen = () => { opened = true; lastArrival = performance.now(); };
     socket.onmessage = (message) => {
+      lastArrival = performance.now();
       if (typeof message.data === "string") { onEvent(JSON.parse(message.data)); return; }
+      if (attempts > 0 || overlay.dataset.kind === "stalled") { attempts = 0; show(""); }
       stats.fragments += 1;
       stats.bytes += message.data.byteLength;
       if (player) player.append(message.data);
@@ -302,19 +461,20 @@
       else { starting = true; start(message.data); }
     };
     // Dropped (fell behind) or the network failed: start again at the latest keyframe.
-    socket.onclose = () => {
+    socket.onclose = async () => {
       if (player) { player.close(); player = null; }
       pending = [];
+      newest = shown = 0;
       if (ended || hidden) return;
-      if (!opened) { status.textContent = status.textContent || "Disconnected."; return; }
-      status.textContent = "Reconnecting…";
-      stats.reconnects += 1;
-      setTimeout(() => { status.textContent = ""; connect(); }, 1000);
+      if (opened) { reconnect("The connection dropped."); return; }
+      const live = await stillLive();
+      if (live === false) broadcastEnded();
+      else reconnect(live === null ? "The server cannot be reached." : "The connection failed.");
     };
   }
   // Leaving the page (or the back/forward cache keeping it): stop watching; back again: start again.
   let hidden = false;
-  addEventListener("pagehide", () => { hidden = true; socket.close(); });
+  addEventListener("pagehide", () => { hidden = true; clearTimeout(countdown); socket.close(); });
   addEventListener("pageshow", (event) => { if (event.persisted) { hidden = false; connect(); } });
   connect();
 
