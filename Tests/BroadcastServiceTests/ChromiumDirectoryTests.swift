@@ -124,10 +124,8 @@ extension ChromiumPageTests {
             try await page.screenshot(to: screenshotFolder.appendingPathComponent("player.png"))
 
             // The connection drops: a message, reconnecting, and playing again with the message gone.
-            _ = try await page.evaluate("window.orkMessages = []; setInterval(() => { if (orkPlayer.message && "
-                                        + "orkMessages[orkMessages.length - 1] !== orkPlayer.message) orkMessages.push(orkPlayer.message); }, 20); true")
             kill(proxyProcess, SIGUSR1)
-            try await page.waitFor("orkMessages.some(m => m.startsWith('The connection dropped.') && m.includes('Reconnecting'))", timeout: 5)
+            try await page.waitFor("orkPlayer.messages.some(m => m.startsWith('The connection dropped.') && m.includes('Reconnecting'))", timeout: 5)
             try await page.waitFor("orkPlayer.message === '' && orkPlayer.reconnects >= 1", timeout: 20)
             let drawn = Int(try await page.evaluate("orkPlayer.framesDrawn")) ?? 0
             try await page.waitFor("orkPlayer.framesDrawn > \(drawn + 30)", timeout: 10)

@@ -17,7 +17,7 @@
   const forceMSE = new URLSearchParams(location.search).get("player") === "mse";
   const stats = window.orkPlayer = { fragments: 0, bytes: 0, events: [], error: null, mime: null, mode: null,
                                      framesDecoded: 0, framesDrawn: 0, audioDecoded: 0, reconnects: 0,
-                                     behind: null, message: "", volume: 1, muted: false, fullscreen: false };
+                                     behind: null, message: "", messages: [], volume: 1, muted: false, fullscreen: false };
   let player = null, pending = [], mime = null, ended = false, socket = null;
 
   // ---- Controls over the picture, made here so the page's markup stays the server's.
@@ -109,6 +109,7 @@
     overlay.textContent = message;
     overlay.dataset.kind = kind || "";
     stats.message = message;
+    if (message) stats.messages = stats.messages.slice(-19).concat(message);
   }
   setInterval(() => {
     if (ended) return;
