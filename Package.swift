@@ -99,6 +99,8 @@ let package = Package(
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "Logging", package: "swift-log")],
+                // The pages' JavaScript and style sheet, served at /static/ (Web/StaticFiles.swift).
+                resources: [.copy("Static")],
                 swiftSettings: swiftSettings),
         .executableTarget(name: "broadcast-service",
                           dependencies: ["BroadcastService", "ReplayFFmpeg", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -127,7 +129,7 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
-                    dependencies: ["BroadcastService", "ReplayTesting",
+                    dependencies: ["BroadcastService", "ReplayFFmpeg", "ReplayTesting",
                                    .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],
                     exclude: ["Fixtures"], swiftSettings: swiftSettings),
     ]

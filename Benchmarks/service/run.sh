@@ -4,7 +4,8 @@
 # fan-out of one 3 Mb/s stream per core (WebSocket viewers vs nginx-rtmp RTMP players).
 # One line per figure: ours, the anchor, the ratio/target, OK or MISSED. Takes about 7–9 minutes (the fan-out ramps to thousands of viewers).
 #   ORK_BIN_DIR                    where broadcast-service is (default .build/release)
-#   BENCH_SERVICE_ONLY             comma list of latency,ingest,fanout (default all)
+#   BENCH_SERVICE_ONLY             comma list of latency,ingest,thumbnails,fanout (default all)
+#   BENCH_THUMBNAIL_SECONDS, BENCH_THUMBNAIL_PAIRS  see thumbbench.py
 #   BENCH_SERVICE_LATENCY_SECONDS  measured seconds of playback (default 30)
 #   BENCH_SERVICE_INGEST_SECONDS   measured seconds of ingest (default 30)
 #   BENCH_SERVICE_FANOUT_STEPS     viewer counts to try, in order (default 100,300,600,1000,1500,2000,2500,3000,4000,5000,6000,7000,8000)

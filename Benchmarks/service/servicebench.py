@@ -8,6 +8,7 @@
    each presented frame. p50 / p95.
 2. ingest CPU: a pre-encoded 1080p30 6 Mb/s file published with `ffmpeg -re -c copy` to both servers
    at once; CPU of each server process(es) from /proc/PID/stat over the run.
+2b. thumbnails: what live thumbnails cost the ingest of one 1080p30 publish (thumbbench.py).
 3. fan-out: the server pinned to CPU 1, the load client (fanout.py) and the publisher to CPU 0; viewers
    of one 3 Mb/s stream added in steps until one falls behind; WebSocket viewers of ours vs RTMP
    players of nginx-rtmp.
@@ -37,7 +38,7 @@ LATENCY_SECONDS = float(os.environ.get("BENCH_SERVICE_LATENCY_SECONDS", "30"))
 DIAGNOSTIC_SECONDS = float(os.environ.get("BENCH_SERVICE_DIAGNOSTIC_SECONDS", "10"))
 INGEST_SECONDS = float(os.environ.get("BENCH_SERVICE_INGEST_SECONDS", "30"))
 FANOUT_STEPS = os.environ.get("BENCH_SERVICE_FANOUT_STEPS", "100,300,600,1000,1500,2000,2500,3000,4000,5000,6000,7000,8000")
-ONLY = set(filter(None, os.environ.get("BENCH_SERVICE_ONLY", "latency,ingest,fanout").split(",")))
+ONLY = set(filter(None, os.environ.get("BENCH_SERVICE_ONLY", "latency,ingest,thumbnails,fanout").split(",")))
 VERBOSE = os.environ.get("BENCH_SERVICE_VERBOSE") == "1"
 WORK = tempfile.mkdtemp(prefix="ork-service-bench.")
 PROCS = []
@@ -438,6 +439,10 @@ def main():
             service.wait_ended()
         if "ingest" in ONLY:
             ingest(service, nginx)
+        if "thumbnails" in ONLY:
+            import thumbbench  # noqa: E402
+            thumbbench.sb = sys.modules[__name__]  # our helpers, folder and processes
+            thumbbench.thumbnails(service)
         if "fanout" in ONLY:
             fanout(service, nginx)
     finally:

@@ -51,7 +51,11 @@ public enum BroadcastServer {
     public static func run(configuration: BroadcastServiceConfiguration, logger: Logger) async throws {
         try await configuration.database.withStore(logger: logger) { store in
             try await store.endUnfinishedBroadcasts(at: Date().timeIntervalSince1970)
-            let directory = LiveDirectory(store: store, logger: logger, relayTemplate: configuration.relayTemplate)
+            // Thumbnails are decoded on a thread of their own, one at a time (Web/Thumbnails.swift).
+            let thumbnailWorker = NIOThreadPool(numberOfThreads: 1)
+            thumbnailWorker.start()
+            let directory = LiveDirectory(store: store, logger: logger, thumbnails: ThumbnailCache(worker: thumbnailWorker, logger: logger),
+                                          relayTemplate: configuration.relayTemplate)
             let ready = Readiness()
             let ingest = RTMPIngestServer(
                 configuration: .init(host: configuration.host, port: configuration.rtmpPort,
@@ -79,7 +83,13 @@ public enum BroadcastServer {
                 services: [ingest],
                 onServerRunning: { channel in ready.set(http: channel.localAddress?.port ?? 0) },
                 logger: logger)
-            try await app.runService()
+            do {
+                try await app.runService()
+            } catch {
+                try? await thumbnailWorker.shutdownGracefully()
+                throw error
+            }
+            try await thumbnailWorker.shutdownGracefully()
         }
     }
 }

@@ -122,6 +122,8 @@ struct IngestPipeline {
             guard case .nalus(let data, let cts) = tag.packet, data.readableBytes > 0 else { return }
             let keyframe = tag.isKeyframe
             videoFrames += 1
+            // The thumbnail decodes the latest keyframe when asked for; here it is only a reference swap.
+            if keyframe, let video { stream.latestKeyframe.update(avcC: video.avcC.bytes, data: data) }
             relay?.enqueue(.video(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe))
             let fragments = try await threadPool.runIfActive {
                 try muxer.muxer.writeVideo(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe)

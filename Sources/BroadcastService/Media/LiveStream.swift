@@ -77,6 +77,8 @@ public final class LiveStream: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The latest keyframe with its decoder configuration, for the broadcast's thumbnail.
+    let latestKeyframe = LatestKeyframe()
     /// Milliseconds of live media a viewer may have outstanding (written, not yet taken by its socket).
     public let maximumViewerLag: Int64
     public let hlsSegmentTarget: Int64

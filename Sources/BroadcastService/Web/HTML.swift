@@ -44,15 +44,4 @@ enum HTML {
         <button type="submit">\(escape(submit))</button></form>
         """
     }
-
-    static let style = """
-    body{font-family:system-ui,sans-serif;margin:0;background:#111;color:#eee}
-    header{display:flex;justify-content:space-between;align-items:center;padding:.6em 1em;background:#222}
-    a{color:#8cf}.brand{font-weight:bold;color:#fff;text-decoration:none}main{padding:1em;max-width:1100px;margin:auto}
-    .apps,.list{display:flex;flex-wrap:wrap;gap:1em;padding:0;list-style:none}.apps li,.list li{background:#222;padding:.8em;border-radius:8px}
-    .apps img{width:48px;height:48px;vertical-align:middle;margin-right:.5em}.card{display:grid;gap:.6em;max-width:360px}
-    .inline{display:inline}.error{color:#f88}video,#screen{width:100%;max-height:70vh;background:#000;object-fit:contain}
-    #side{display:grid;grid-template-columns:2fr 1fr;gap:1em}#chat{list-style:none;padding:0;height:50vh;overflow-y:auto;background:#1a1a1a}
-    #chat li{padding:.2em .4em}#chat b{color:#fc8;margin-right:.4em}code{background:#222;padding:.1em .3em}
-    """
 }

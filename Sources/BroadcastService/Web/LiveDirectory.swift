@@ -235,10 +235,13 @@ final class LiveDirectory: RTMPIngestDelegate {
 
     /// `--relay`: an RTMP URL template, `{id}` and `{user}` replaced per broadcast.
     let relayTemplate: String?
+    /// The live broadcasts' thumbnails (`GET /b/{id}/thumbnail.jpg`).
+    let thumbnails: ThumbnailCache
 
-    init(store: any ServiceStore, logger: Logger, relayTemplate: String? = nil) {
+    init(store: any ServiceStore, logger: Logger, thumbnails: ThumbnailCache, relayTemplate: String? = nil) {
         self.store = store
         self.logger = logger
+        self.thumbnails = thumbnails
         self.relayTemplate = relayTemplate
     }
 
@@ -294,6 +297,7 @@ final class LiveDirectory: RTMPIngestDelegate {
         broadcast.publish(ServiceEvent(type: "ended"))
         broadcast.events.finishAll()
         broadcast.stream.end()
+        thumbnails.forget(record.id)
         do { try await store.updateBroadcast(record) } catch {
             logger.error("Could not record the end of a broadcast", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
         }

@@ -77,17 +77,12 @@ struct ServiceRoutes: Sendable {
     func register(on router: Router<Context>) {
         router.add(middleware: OriginCheckMiddleware(secureScheme: configuration.secureCookies, logger: logger))
         router.get("/healthz") { _, _ in "ok" }
-        router.get("/static/player.js") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-cache"],
-                     body: .init(byteBuffer: ByteBuffer(string: PlayerScript.source)))
-        }
-        router.get("/static/style.css") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: HTML.style)))
-        }
+        StaticFiles.register(on: router)
         router.get("/icons/:app") { _, context in try await self.icon(Self.pathParameter(context, "app")) }
         router.get("/user-icons/:user/:app") { _, context in
             try await self.icon(Self.pathParameter(context, "app"), userID: context.parameters.require("user", as: Int64.self))
         }
+        ThumbnailRoutes.register(on: router, directory: directory)
 
         // Viewers.
         router.get("/") { request, _ in try await self.directoryPage(request) }
@@ -286,38 +281,7 @@ struct ServiceRoutes: Sendable {
 
     // MARK: Pages
 
-    func directoryPage(_ request: Request) async throws -> Response {
-        let user = try await currentUser(request)
-        let csrf = csrfToken(request)
-        let groups = Dictionary(grouping: directory.broadcasts) { $0.record.application.id }
-        let items = groups.values.sorted { $0.count > $1.count }.map { broadcasts -> String in
-            let app = broadcasts[0].record.application
-            return """
-            <li class="app" data-app="\(HTML.escape(app.id))"><a href="/apps/\(HTML.escape(Self.encodedPathSegment(app.id)))">\
-            <img src="/icons/\(HTML.escape(Self.encodedPathSegment(app.id)))" alt="">\
-            <span class="name">\(HTML.escape(app.name))</span></a> <span class="count">\(broadcasts.count) live</span></li>
-            """
-        }
-        let body = items.isEmpty ? "<h1>Live now</h1><p>Nobody is live. Publish with ffmpeg or OBS to start.</p>"
-            : "<h1>Live now</h1><ul class=\"apps\">\(items.joined())</ul>"
-        return html(HTML.page(title: "Live", user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
-    }
-
-    func applicationPage(_ request: Request, applicationID: String) async throws -> Response {
-        let user = try await currentUser(request)
-        let csrf = csrfToken(request)
-        let broadcasts = directory.broadcasts.filter { $0.record.application.id == applicationID }
-        let name = broadcasts.first?.record.application.name ?? applicationID
-        let items = broadcasts.map { b in
-            """
-            <li class="broadcast"><a href="/b/\(HTML.escape(b.record.id))">\(HTML.escape(b.record.title))</a> \
-            by \(HTML.escape(b.broadcaster)) · <span class="viewers">\(b.viewerCount)</span> watching</li>
-            """
-        }
-        let body = "<h1><img src=\"/icons/\(HTML.escape(Self.encodedPathSegment(applicationID)))\" alt=\"\" width=\"32\"> \(HTML.escape(name))</h1>"
-            + (items.isEmpty ? "<p>Nobody is live with this application.</p>" : "<ul class=\"list\">\(items.joined())</ul>")
-        return html(HTML.page(title: name, user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
-    }
+    // directoryPage and applicationPage: Web/DirectoryPages.swift.
 
     func broadcastPage(_ request: Request, id: String) async throws -> Response {
         let user = try await currentUser(request)

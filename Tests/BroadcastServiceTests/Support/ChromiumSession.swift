@@ -119,12 +119,19 @@ final class ChromiumPage: Sendable {
                     self.state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(throwing: error)
                 }
             }
+            // A page that stops answering (a script that never yields) fails the test instead of hanging it.
+            Task {
+                try? await Task.sleep(for: .seconds(30))
+                self.state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(throwing: TestFailure("DevTools \(method) got no answer in 30 s"))
+            }
         }
     }
 
-    /// Evaluates JavaScript (promises awaited) and returns its value as JSON text.
-    func evaluate(_ expression: String) async throws -> String {
-        let parameters = try JSONSerialization.data(withJSONObject: ["expression": expression, "returnByValue": true, "awaitPromise": true])
+    /// Evaluates JavaScript (promises awaited) and returns its value as JSON text. `userGesture`: as if
+    /// the user had clicked (what `requestFullscreen` needs).
+    func evaluate(_ expression: String, userGesture: Bool = false) async throws -> String {
+        let parameters = try JSONSerialization.data(withJSONObject: ["expression": expression, "returnByValue": true, "awaitPromise": true,
+                                                                     "userGesture": userGesture])
         let data = try await send("Runtime.evaluate", String(decoding: parameters, as: UTF8.self))
         guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { return "null" }
         if let exception = object["exceptionDetails"] { throw TestFailure("JavaScript exception: \(exception)") }
@@ -136,6 +143,20 @@ final class ChromiumPage: Sendable {
     func navigate(_ url: String) async throws {
         _ = try await send("Page.navigate", "{\"url\":\"\(url)\"}")
         try await waitFor("document.readyState === 'complete' && location.href.startsWith(\(Self.quote(url.components(separatedBy: "?")[0])))")
+    }
+
+    /// The page's viewport, in CSS pixels (a 1:1 device).
+    func setViewport(width: Int, height: Int) async throws {
+        _ = try await send("Emulation.setDeviceMetricsOverride", "{\"width\":\(width),\"height\":\(height),\"deviceScaleFactor\":1,\"mobile\":false}")
+    }
+
+    /// Saves a PNG of what the page shows now.
+    func screenshot(to file: URL) async throws {
+        let data = try await send("Page.captureScreenshot", "{\"format\":\"png\"}")
+        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any], let base64 = object["data"] as? String,
+              let png = Data(base64Encoded: base64) else { throw TestFailure("no screenshot") }
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try png.write(to: file)
     }
 
     /// Polls `condition` (JavaScript) until it is true.
