@@ -2,6 +2,9 @@ import CFFmpeg
 import ReplayFFmpeg
 
 /// What one encoder makes, described for a destination that adds a track for it.
+///
+/// `@unchecked Sendable`: it carries the encoder's context pointer, which a destination only reads
+/// (to copy the codec parameters) while adding the track, before the encoder runs.
 package struct TrackFormat: @unchecked Sendable {
     package enum Kind: Sendable { case video, audio }
     package let kind: Kind
