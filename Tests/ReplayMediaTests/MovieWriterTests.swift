@@ -30,6 +30,14 @@ import ReplayTesting
         return pixels
     }
 
+    /// A frame holding `picture`.
+    private func pictureFrame(width: Int, height: Int) -> VideoFrame {
+        let frame = VideoFrame(width: width, height: height)
+        let pixels = picture(width: width, height: height)
+        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        return frame
+    }
+
     @Test func writesAPlayableFragmentedMovie() async throws {
         let path = temporaryPath("movie.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
@@ -37,9 +45,7 @@ import ReplayTesting
         let writer = try MovieWriter(path: path, logger: logger)
         let encoding = try EncodingFixture(into: writer, logger: logger)
 
-        let frame = VideoFrame(width: width, height: height)
-        let pixels = picture(width: width, height: height)
-        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        let frame = pictureFrame(width: width, height: height)
         for index in 0..<(2 * fps) {
             try encoding.video.encode(frame, pts: Int64(index), to: encoding.videoTrack)
         }
@@ -80,9 +86,7 @@ import ReplayTesting
         let writers = try [first, second].map { try MovieWriter(path: $0, logger: logger) }
         for writer in writers { outputs.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen"))) }
         for writer in writers { try writer.start() }
-        let frame = VideoFrame(width: width, height: height)
-        let pixels = picture(width: width, height: height)
-        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        let frame = pictureFrame(width: width, height: height)
         // Ticks with gaps, as a capture that skips a still screen makes them.
         let ticks: [Int64] = (0..<20).map { Int64($0) } + [25, 26, 40, 41, 42, 59]
         for tick in ticks { try video.encode(frame, pts: tick, to: outputs) }
@@ -149,9 +153,7 @@ import ReplayTesting
         let (width, height, fps) = (320, 240, 30)
         let writer = try MovieWriter(path: path, logger: logger)
         let encoding = try EncodingFixture(into: writer, logger: logger)
-        let frame = VideoFrame(width: width, height: height)
-        let pixels = picture(width: width, height: height)
-        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        let frame = pictureFrame(width: width, height: height)
         frame.changedFraction = 0
         for tick: Int64 in [0, 30, 60, 89] {
             try encoding.video.encode(frame, pts: tick, to: encoding.videoTrack)
