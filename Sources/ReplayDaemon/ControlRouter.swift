@@ -44,8 +44,6 @@ package struct ControlRouter: Sendable {
         }
     }
 
-    package var methods: [String] { handlers.keys.sorted() }
-
     package func answer(_ request: ControlRequest, context: RequestContext) async -> ControlResponse {
         guard let handler = handlers[request.method] else {
             return .failure(ReplayError(.badRequest, "replayd (protocol \(controlProtocolVersion)) does not know the request \"\(request.method)\": update replayd, or stop it so that a newer one starts."))

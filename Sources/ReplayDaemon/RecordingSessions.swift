@@ -223,11 +223,6 @@ package actor RecordingSessions {
         return makeStatus(session, state: state, recorder: entry.recorder, error: nil)
     }
 
-    /// Every session there is, keyed by its slot.
-    package func allSessions() -> [SessionSlot: SessionStatus] {
-        slots.keys.reduce(into: [:]) { result, slot in result[slot] = status(of: slot) }
-    }
-
     /// Stops every session and waits for their files to be finished (SIGTERM, SIGINT, idle).
     package func shutdown() async {
         isShuttingDown = true

@@ -54,7 +54,7 @@ public enum VideoSource: Sendable, Equatable {
 }
 
 /// Where a sound comes from.
-public enum AudioSource: Sendable, Equatable, CustomStringConvertible {
+public enum AudioSource: Sendable, Equatable {
     /// What the computer plays: the default sink's monitor.
     case systemMix
     /// The default input.
@@ -74,8 +74,6 @@ public enum AudioSource: Sendable, Equatable, CustomStringConvertible {
         case .microphone: "Microphone"
         }
     }
-
-    public var description: String { trackName.lowercased() }
 }
 
 public enum AudioLayout: Sendable, Equatable {

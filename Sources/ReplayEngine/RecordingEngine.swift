@@ -139,11 +139,6 @@ public final class RecordingEngine: Sendable {
     }
 
     /// Adds a destination: every track of this capture gets a track there. Before `run()`.
-    public func attach(_ destination: MovieWriter) throws(EngineError) {
-        try attach(destination as any MediaDestination)
-    }
-
-    /// Adds a destination: every track of this capture gets a track there. Before `run()`.
     package func attach(_ destination: any MediaDestination) throws(EngineError) {
         try pipeline.attach(destination)
     }

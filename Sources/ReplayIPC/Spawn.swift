@@ -71,6 +71,12 @@ public enum Spawn {
         return pid
     }
 
+    /// The full path of `name` found in `PATH` (of `environment`, else ours), or nil.
+    public static func executable(named name: String, environment: [String: String]? = nil) -> String? {
+        let path = environment?["PATH"] ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
+    }
+
     /// glibc's `POSIX_SPAWN_SETSID` (2.26+), hidden from Swift behind `__USE_GNU`.
     private static let spawnSetSID: Int32 = 0x80
 }

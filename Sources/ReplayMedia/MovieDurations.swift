@@ -108,20 +108,26 @@ package struct MovieDurations: Sendable, Equatable {
         var end: Int
     }
 
+    /// A box's header read from `bytes` at `offset` (8 bytes, or 16 with a 64-bit size): its type,
+    /// whole size (`size` 0 means "to `end`") and header length; nil when the header is not all there.
+    package static func header(in bytes: [UInt8], at offset: Int, end: Int) -> (type: String, size: Int, headerLength: Int)? {
+        guard offset + 8 <= min(end, bytes.count) else { return nil }
+        let type = String(decoding: bytes[(offset + 4)..<(offset + 8)], as: UTF8.self)
+        switch Int(read(bytes, at: offset, count: 4)) {
+        case 1:
+            guard offset + 16 <= min(end, bytes.count) else { return nil }
+            return (type, Int(read(bytes, at: offset + 8, count: 8)), 16)
+        case 0:
+            return (type, end - offset, 8)
+        case let size:
+            return (type, size, 8)
+        }
+    }
+
     private static func boxes(in bytes: [UInt8], from start: Int, to end: Int, allowingTruncatedLast: Bool = false) throws(FormatError) -> [Box] {
         var result: [Box] = []
         var offset = start
-        while offset + 8 <= end {
-            var size = Int(read(bytes, at: offset, count: 4))
-            let type = String(decoding: bytes[(offset + 4)..<(offset + 8)], as: UTF8.self)
-            var header = 8
-            if size == 1 {
-                guard offset + 16 <= end else { break }
-                size = Int(read(bytes, at: offset + 8, count: 8))
-                header = 16
-            } else if size == 0 {
-                size = end - offset
-            }
+        while let (type, size, header) = header(in: bytes, at: offset, end: end) {
             guard size >= header else { throw FormatError(description: "a \(type) box of \(size) bytes at \(offset)") }
             if offset + size > end, !allowingTruncatedLast { throw FormatError(description: "the \(type) box at \(offset) runs past its parent") }
             result.append(Box(type: type, start: offset, contentStart: offset + header, end: offset + size))

@@ -205,13 +205,10 @@ public final class MovieWriter: MediaDestination, Sendable {
         var header = [UInt8](repeating: 0, count: 16)
         while offset + 8 <= fileSize {
             let count = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 16, off_t(offset)) }
-            guard count >= 8 else { break }
-            var size = header[0..<4].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-            if size == 1, count == 16 { size = header[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
-            if size == 0 { size = fileSize - offset }
-            boxes.append((String(decoding: header[4..<8], as: UTF8.self), size))
-            guard size >= 8 else { break }
-            offset += size
+            guard count >= 8, let box = MovieDurations.header(in: Array(header.prefix(count)), at: 0, end: Int(fileSize - offset)) else { break }
+            boxes.append((box.type, Int64(box.size)))
+            guard box.size >= 8 else { break }
+            offset += Int64(box.size)
         }
         let length = MovieDurations.completeLength(of: boxes, fileSize: fileSize)
         guard length < fileSize, length > 0 else { return }

@@ -195,11 +195,7 @@ public enum ProcessRunner {
             }
             return executable
         }
-        let path = environment?["PATH"] ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        for directory in path.split(separator: ":") {
-            let candidate = "\(directory)/\(executable)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
+        if let found = Spawn.executable(named: executable, environment: environment) { return found }
         throw HarnessError("\(executable) is not installed (not in PATH); run `make bootstrap`")
     }
 }

@@ -72,9 +72,8 @@ struct Toggle: AsyncParsableCommand {
     }
 
     private func start() async throws {
-        guard let display = display ?? ProcessInfo.processInfo.environment["DISPLAY"], !display.isEmpty else {
-            throw ReplayError(.noDisplay, "no X display: set DISPLAY or pass --display (for example --display :0).")
-        }
+        let display = display ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
+        try RecordingOptions.check(framesPerSecond: 30, durationSeconds: nil, region: nil, display: display)
         let options = RecordingOptions(
             outputPath: try OutputPath.resolve(nil), microphone: mic, systemAudio: true, audioRequired: mic,
             display: display, region: nil, framesPerSecond: 30, quality: .medium, encoder: .auto,
@@ -102,23 +101,16 @@ struct Toggle: AsyncParsableCommand {
     /// On stderr (when `stream` is 2) and, with --notify, as a desktop notification.
     private func tell(_ title: String, body: String?, stream: Int32 = 0, urgent: Bool = false) {
         if stream == 2 { printError("replay: \(title)\(body.map { ": \($0)" } ?? "")") }
-        guard notify, let notifySend = Self.executable("notify-send") else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: notifySend)
-        process.arguments = ["--app-name=Screen Recording", "--icon=org.openreplaykit.ScreenRecording",
-                             "--urgency=\(urgent ? "critical" : "normal")", title] + (body.map { [$0] } ?? [])
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-            process.waitUntilExit()
+        guard notify, let notifySend = Spawn.executable(named: "notify-send") else { return }
+        let arguments = ["--app-name=Screen Recording", "--icon=org.openreplaykit.ScreenRecording",
+                         "--urgency=\(urgent ? "critical" : "normal")", title] + (body.map { [$0] } ?? [])
+        do throws(ReplayError) {
+            let pid = try Spawn.start(notifySend, arguments: arguments, standardOutput: .file("/dev/null", append: true),
+                                      standardError: .standardOutput, group: .newProcessGroup)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
         } catch {
-            printError("replay: could not run notify-send: \(error.localizedDescription)")
+            printError("replay: could not run notify-send: \(error.message)")
         }
-    }
-
-    static func executable(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
     }
 }
