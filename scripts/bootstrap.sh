@@ -11,9 +11,11 @@ BUILD_PACKAGES=(
   libcairo2-dev
   libpulse-dev
   libsqlite3-dev
+  libgtk-4-dev
 )
 TEST_PACKAGES=(
-  xvfb x11-utils x11-xserver-utils xdotool
+  xvfb x11-utils x11-xserver-utils xdotool openbox
+  libgtk-4-media-gstreamer gstreamer1.0-plugins-good gstreamer1.0-libav
   pulseaudio pulseaudio-utils sox
   ffmpeg
   nginx-light libnginx-mod-rtmp

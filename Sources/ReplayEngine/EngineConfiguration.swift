@@ -38,19 +38,29 @@ public enum VideoSource: Sendable, Equatable {
     case screen(display: String)
     /// One rectangle of it.
     case region(display: String, x: Int, y: Int, width: Int, height: Int)
+    /// Only the windows of one application (its process tree), at their places on the screen, on
+    /// black elsewhere: what an app's own recording, capture and clips hold (the privacy model).
+    case application(display: String, ApplicationScope)
 
     public var display: String {
         switch self {
-        case .screen(let display), .region(let display, _, _, _, _): display
+        case .screen(let display), .region(let display, _, _, _, _), .application(let display, _): display
         }
     }
 
     var rectangle: PixelRect? {
         switch self {
-        case .screen: nil
+        case .screen, .application: nil
         case .region(_, let x, let y, let width, let height): PixelRect(x: x, y: y, width: width, height: height)
         }
     }
+}
+
+/// One application as replayd knows it: the process the kernel names at the other end of its
+/// socket (`SO_PEERCRED`), with every process below it. Never what the app claims about itself.
+public struct ApplicationScope: Sendable, Hashable {
+    public var processID: Int32
+    public init(processID: Int32) { self.processID = processID }
 }
 
 /// Where a sound comes from.
@@ -59,11 +69,15 @@ public enum AudioSource: Sendable, Equatable {
     case systemMix
     /// The default input.
     case microphone
+    /// Only the sound one application plays (a monitor of each of its sink-inputs).
+    case application(ApplicationScope)
 
     var device: PulseAudioSource.Device {
         switch self {
         case .systemMix: .systemAudio
         case .microphone: .microphone
+        // Not built yet: RecordingEngine.prepare refuses application sources before it gets here.
+        case .application: .systemAudio
         }
     }
 
@@ -72,6 +86,7 @@ public enum AudioSource: Sendable, Equatable {
         switch self {
         case .systemMix: "System sound"
         case .microphone: "Microphone"
+        case .application: "Application sound"
         }
     }
 }

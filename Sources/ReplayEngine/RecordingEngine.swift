@@ -1,5 +1,5 @@
 public import Logging
-public import ReplayMedia
+package import ReplayMedia
 import ReplayCapture
 import ReplayFFmpeg
 import Synchronization
@@ -51,6 +51,13 @@ public final class RecordingEngine: Sendable {
     private static func make(configuration: EngineConfiguration, logger: Logger) throws(EngineError) -> RecordingEngine {
         FFmpegLog.route(to: logger)
         var warnings: [String] = []
+        // Placeholder until app-scoped capture lands: refuse rather than hand an app the whole screen.
+        if case .application = configuration.video {
+            throw EngineError(.captureFailed, "capturing one application's windows is not available yet")
+        }
+        if configuration.audio.contains(where: { if case .application = $0 { true } else { false } }) {
+            throw EngineError(.captureFailed, "capturing one application's sound is not available yet")
+        }
         // 1. The screen.
         let capture: ScreenCapture
         do throws(CaptureError) {
