@@ -2,7 +2,7 @@ package import Logging
 package import NIOCore
 package import NIOPosix
 import RTMP
-package import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 
 /// A publisher the service accepted: where its media goes.
