@@ -1,3 +1,5 @@
+public import BroadcastStore
+import BroadcastWeb
 import Foundation
 import Logging
 import NIOPosix
@@ -30,6 +32,21 @@ public enum ServiceAdministration {
         try await database.withStore(logger: logger) { store in
             guard let record = try await store.activeStreamKey(key) else { return false }
             return try await store.revokeStreamKey(id: record.id, userID: record.userID, at: Date().timeIntervalSince1970)
+        }
+    }
+}
+
+extension ServiceAdministration {
+    /// Verifies an application: `png` becomes its icon everywhere (the directory, every account's broadcasts).
+    public static func verifyApplication(_ applicationID: String, png: [UInt8], database: DatabaseLocation) async throws {
+        guard (1...200).contains(applicationID.count), !applicationID.contains("/") else {
+            throw StoreError(message: "An application id has 1–200 characters and no '/'.")
+        }
+        guard png.count <= ApplicationIcons.maximumBytes, png.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) else {
+            throw StoreError(message: "The icon must be a PNG of at most 256 KB.")
+        }
+        try await database.withStore(logger: logger) { store in
+            try await store.saveApplicationIcon(applicationID: ApplicationIcons.verifiedKey(applicationID), png: png)
         }
     }
 }

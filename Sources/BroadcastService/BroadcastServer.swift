@@ -1,12 +1,12 @@
-public import Logging
+import BroadcastMedia
+public import BroadcastStore
+public import BroadcastWeb
 import Foundation
 import Hummingbird
-import HummingbirdCore
-import HummingbirdWebSocket
+public import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
-import Synchronization
 
 /// How to run the service (the `broadcast-service` command's options).
 public struct BroadcastServiceConfiguration: Sendable {
@@ -45,73 +45,54 @@ public struct BroadcastServiceConfiguration: Sendable {
     }
 }
 
-/// The reference broadcast service: the web app (Hummingbird) and the RTMP ingest, one service group.
+/// The reference broadcast service: the web app (Hummingbird) and the RTMP ingest, one service group,
+/// which also runs the store's connection pool (PostgreSQL) and migrates it before the web app listens.
 public enum BroadcastServer {
     /// Runs until SIGINT/SIGTERM. Prints `ready http=PORT rtmp=PORT` on standard output once both listen.
     public static func run(configuration: BroadcastServiceConfiguration, logger: Logger) async throws {
-        try await configuration.database.withStore(logger: logger) { store in
-            try await store.endUnfinishedBroadcasts(at: Date().timeIntervalSince1970)
-            // Thumbnails are decoded on a thread of their own, one at a time (Web/Thumbnails.swift).
-            let thumbnailWorker = NIOThreadPool(numberOfThreads: 1)
-            thumbnailWorker.start()
-            let directory = LiveDirectory(store: store, logger: logger, thumbnails: ThumbnailCache(worker: thumbnailWorker, logger: logger),
-                                          relayTemplate: configuration.relayTemplate)
-            let ready = Readiness()
-            let ingest = RTMPIngestServer(
-                configuration: .init(host: configuration.host, port: configuration.rtmpPort,
-                                     setupTimeout: TimeAmount(configuration.rtmpSetupTimeout), idleTimeout: TimeAmount(configuration.rtmpIdleTimeout),
-                                     fragmentDuration: configuration.fragmentDuration),
-                delegate: directory, logger: logger, onBound: { ready.set(rtmp: $0) })
-            let routes = ServiceRoutes(directory: directory,
-                                       accounts: Accounts(store: store, threadPool: .singleton, bcryptCost: configuration.bcryptCost),
-                                       configuration: configuration, readiness: ready, logger: logger)
-            let router = Router(context: ServiceRequestContext.self)
-            routes.register(on: router)
-            let webSocketResponder = router.buildResponder()
-            let limits = configuration.httpLimits
-            let connections = ConnectionCounter()
-            // HTTP/1 with WebSocket upgrades, behind an `HTTPRequestGuard` that enforces `limits`.
-            let server = HTTPServerBuilder { responder in
-                GuardedHTTPChannel(inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
-                                                                       configuration: .init(ws: .init(maxFrameSize: 8 << 20))),
-                                   limits: limits, connections: connections)
-            }
-            let app = Application(
-                router: router,
-                server: server,
-                configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "broadcast-service"),
-                services: [ingest],
-                onServerRunning: { channel in ready.set(http: channel.localAddress?.port ?? 0) },
-                logger: logger)
-            do {
-                try await app.runService()
-            } catch {
-                try? await thumbnailWorker.shutdownGracefully()
-                throw error
-            }
-            try await thumbnailWorker.shutdownGracefully()
+        let database = try configuration.database.open(logger: logger)
+        // Thumbnails are decoded on a thread of their own, one at a time.
+        let thumbnailWorker = NIOThreadPool(numberOfThreads: 1)
+        thumbnailWorker.start()
+        let readiness = Readiness()
+        let web = BroadcastWebApp(
+            store: database.store,
+            settings: WebSettings(host: configuration.host, port: configuration.port, rtmpPort: configuration.rtmpPort,
+                                  secureCookies: configuration.secureCookies, httpLimits: configuration.httpLimits,
+                                  bcryptCost: configuration.bcryptCost, relayTemplate: configuration.relayTemplate),
+            thumbnailWorker: thumbnailWorker, readiness: readiness, logger: logger)
+        let ingest = RTMPIngestServer(
+            configuration: .init(host: configuration.host, port: configuration.rtmpPort,
+                                 setupTimeout: TimeAmount(configuration.rtmpSetupTimeout), idleTimeout: TimeAmount(configuration.rtmpIdleTimeout),
+                                 fragmentDuration: configuration.fragmentDuration),
+            delegate: web.ingestDelegate, logger: logger, onBound: { readiness.set(rtmp: $0) })
+        // The store is migrated, and broadcasts a crash left "live" ended, before the web app listens and
+        // before the ingest takes a publisher. The group stops its services in reverse order: the web app,
+        // the ingest, then the store's client.
+        let (storeReady, storeIsReady) = AsyncStream<Void>.makeStream()
+        let app = web.application(services: database.services + [AfterStoreIsReady(ready: storeReady, service: ingest)]) {
+            try await database.migrate()
+            try await database.store.endUnfinishedBroadcasts(at: Date().timeIntervalSince1970)
+            storeIsReady.finish()
         }
+        do {
+            try await app.runService()
+        } catch {
+            try? await thumbnailWorker.shutdownGracefully()
+            throw error
+        }
+        try await thumbnailWorker.shutdownGracefully()
     }
 }
 
-/// Prints the ready line once both listeners are bound.
-final class Readiness: Sendable {
-    private let ports = Mutex<(http: Int?, rtmp: Int?, printed: Bool)>((nil, nil, false))
-    /// The bound RTMP port (differs from the configured one when that was 0).
-    var rtmpPort: Int? { ports.withLock { $0.rtmp } }
+/// Runs `service` once the store is ready (`ready` finishes); never, if the group shuts down first.
+struct AfterStoreIsReady: Service {
+    let ready: AsyncStream<Void>
+    let service: any Service
 
-    func set(http: Int) { ports.withLock { $0.http = http }; printIfReady() }
-    func set(rtmp: Int) { ports.withLock { $0.rtmp = rtmp }; printIfReady() }
-
-    private func printIfReady() {
-        let line: String? = ports.withLock { p in
-            guard let http = p.http, let rtmp = p.rtmp, !p.printed else { return nil }
-            p.printed = true
-            return "ready http=\(http) rtmp=\(rtmp)"
-        }
-        if let line {
-            print(line)
-            fflush(nil)
-        }
+    func run() async throws {
+        for await _ in ready.cancelOnGracefulShutdown() {}
+        guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
+        try await service.run()
     }
 }

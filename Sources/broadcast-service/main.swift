@@ -1,5 +1,7 @@
 import ArgumentParser
 import BroadcastService
+import BroadcastStore
+import BroadcastWeb
 import Foundation
 import Logging
 import ReplayFFmpeg

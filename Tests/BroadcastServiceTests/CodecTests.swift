@@ -1,6 +1,6 @@
 import Testing
 import NIOCore
-@testable import BroadcastService
+@testable import RTMP
 
 @Suite("RTMP handshake")
 struct HandshakeTests {

@@ -3,7 +3,9 @@ import Logging
 import NIOCore
 import NIOPosix
 import Testing
-@testable import BroadcastService
+@testable import BroadcastMedia
+@testable import BroadcastWeb
+@testable import RTMP
 
 @Suite("RTMP publish session, fMP4 muxer and live stream, in process")
 struct PipelineTests {

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Testing
 @testable import BroadcastService
+@testable import BroadcastWeb
 
 @Suite("Security policies")
 struct SecurityPolicyTests {

@@ -59,7 +59,7 @@ struct ServiceSystemTests {
                                     headers: ["Authorization": "Bearer live_wrong"]).status == 401)
 
         // ffmpeg publishes; the prepared broadcast goes live.
-        let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 25, directory: directory)
+        let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { publisher.stop() }
         var live: [[String: Any]] = []
         for _ in 0..<100 where live.isEmpty {

@@ -3,7 +3,9 @@ import Logging
 import NIOCore
 import NIOPosix
 import Testing
-@testable import BroadcastService
+@testable import BroadcastMedia
+@testable import BroadcastStore
+@testable import BroadcastWeb
 import ReplayFFmpeg
 
 /// Live thumbnails in process: ffmpeg's captured publish through the ingest, its latest keyframe decoded

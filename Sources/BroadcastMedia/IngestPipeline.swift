@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import RTMP
 
 /// Owns a `FragmentedMP4Muxer` for the thread pool.
 ///

@@ -1,3 +1,4 @@
+import BroadcastStore
 import Foundation
 
 extension LiveDirectory {

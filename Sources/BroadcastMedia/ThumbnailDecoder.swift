@@ -1,20 +1,20 @@
 internal import CFFmpeg
-internal import ReplayFFmpeg
-import NIOCore
+package import NIOCore
+package import ReplayFFmpeg
 import Synchronization
 
 /// One H.264 keyframe as the ingest passed it: the access unit (AVCC NAL units) and the decoder
 /// configuration (`avcC`) that goes with it.
-struct Keyframe: Sendable {
-    var avcC: [UInt8]
-    var data: ByteBuffer
+package struct Keyframe: Sendable {
+    package var avcC: [UInt8]
+    package var data: ByteBuffer
     /// Process-wide number of this keyframe: a new one is a new picture.
-    var serial: Int
+    package var serial: Int
 }
 
 /// The latest keyframe of a live stream, kept for its thumbnail. The ingest only swaps a reference here
 /// (about once a second); decoding happens when someone asks for the picture (`ThumbnailCache`).
-final class LatestKeyframe: Sendable {
+package final class LatestKeyframe: Sendable {
     private static let serials = Atomic<Int>(0)
     private let keyframe = Mutex<Keyframe?>(nil)
 
@@ -23,7 +23,7 @@ final class LatestKeyframe: Sendable {
         keyframe.withLock { $0 = Keyframe(avcC: avcC, data: data, serial: serial) }
     }
 
-    var current: Keyframe? { keyframe.withLock { $0 } }
+    package var current: Keyframe? { keyframe.withLock { $0 } }
 }
 
 /// Decodes one H.264 keyframe with libavcodec, scales it with libswscale and encodes it as a JPEG
@@ -32,9 +32,9 @@ final class LatestKeyframe: Sendable {
 /// Blocking C work (tens of milliseconds for a 1080p keyframe): call it on a dedicated thread, never on
 /// the cooperative pool or an event loop. Each call makes its own decoder, scaler and encoder (a still
 /// every ~10 s does not need them kept), each freed by its one owner.
-enum ThumbnailDecoder {
+package enum ThumbnailDecoder {
     /// A JPEG of `keyframe`, `width` pixels wide (never wider than the picture) with the picture's aspect.
-    static func jpeg(of keyframe: Keyframe, width: Int, quality: Int32 = 4) throws(FFmpegError) -> [UInt8] {
+    package static func jpeg(of keyframe: Keyframe, width: Int, quality: Int32 = 4) throws(FFmpegError) -> [UInt8] {
         let picture = try decode(keyframe)
         // Each owner lives until the end of the call: its pointer is used after its last mention.
         defer { withExtendedLifetime(picture) {} }

@@ -1,3 +1,5 @@
+import BroadcastMedia
+import BroadcastStore
 import Foundation
 import Hummingbird
 
@@ -5,12 +7,12 @@ import Hummingbird
 /// an application's page (its live broadcasts). Each broadcast is a card: its live thumbnail, title,
 /// broadcaster, application icon and name, viewer count and how long it has been live.
 /// `/static/directory.js` refreshes the thumbnails every 10 s and the counts and times as they change.
-extension ServiceRoutes {
-    func directoryPage(_ request: Request) async throws -> Response {
-        let user = try await currentUser(request)
-        let csrf = csrfToken(request)
+extension PageRoutes {
+    func directoryPage(_ request: Request, context: Context) async throws -> Response {
+        let user = context.user
+        let csrf = web.csrfToken(request)
         let now = Date().timeIntervalSince1970
-        let groups = Dictionary(grouping: directory.broadcasts) { $0.record.application.id }
+        let groups = Dictionary(grouping: web.directory.broadcasts) { $0.record.application.id }
         // The application with the most live first; ties by name, so the order is stable between loads.
         let sorted = groups.values.sorted {
             $0.count != $1.count ? $0.count > $1.count : $0[0].record.application.name < $1[0].record.application.name
@@ -26,14 +28,14 @@ extension ServiceRoutes {
         }
         let body = "<h1>Live now</h1><div id=\"live\">" + (sections.isEmpty
             ? "<p class=\"empty\">Nobody is live. Publish with ffmpeg or OBS to start.</p>" : sections.joined()) + "</div>"
-        return html(HTML.page(title: "Live", user: user?.name, csrf: csrf.0, body: body + Self.directoryScript), csrf: csrf)
+        return web.html(HTML.page(title: "Live", user: user?.name, csrf: csrf.0, body: body + Self.directoryScript), csrf: csrf)
     }
 
-    func applicationPage(_ request: Request, applicationID: String) async throws -> Response {
-        let user = try await currentUser(request)
-        let csrf = csrfToken(request)
+    func applicationPage(_ request: Request, context: Context, applicationID: String) async throws -> Response {
+        let user = context.user
+        let csrf = web.csrfToken(request)
         let now = Date().timeIntervalSince1970
-        let broadcasts = directory.broadcasts.filter { $0.record.application.id == applicationID }
+        let broadcasts = web.directory.broadcasts.filter { $0.record.application.id == applicationID }
         let name = broadcasts.first?.record.application.name ?? applicationID
         let body = """
         <h1 class="app-title"><img class="app-icon" src="\(Self.iconPath(applicationID))" alt="" width="40" height="40"> \(HTML.escape(name))</h1>
@@ -41,23 +43,23 @@ extension ServiceRoutes {
         """ + (broadcasts.isEmpty
             ? "<p class=\"empty\">Nobody is live with this application.</p>"
             : "<ul class=\"cards\">\(broadcasts.map { Self.card($0, now: now) }.joined())</ul>") + "</div>"
-        return html(HTML.page(title: name, user: user?.name, csrf: csrf.0, body: body + Self.directoryScript), csrf: csrf)
+        return web.html(HTML.page(title: name, user: user?.name, csrf: csrf.0, body: body + Self.directoryScript), csrf: csrf)
     }
 
     static let directoryScript = "<script src=\"/static/directory.js\"></script>"
 
     /// The application's own icon (operator-verified, else a tile with its initial).
     static func iconPath(_ applicationID: String) -> String {
-        HTML.escape("/icons/" + encodedPathSegment(applicationID))
+        HTML.escape("/icons/" + WebSupport.encodedPathSegment(applicationID))
     }
 
     /// The icon a broadcast shows: the verified one, else what its own account uploaded (never another's).
     static func iconPath(_ applicationID: String, userID: Int64) -> String {
-        HTML.escape("/user-icons/\(userID)/" + encodedPathSegment(applicationID))
+        HTML.escape("/user-icons/\(userID)/" + WebSupport.encodedPathSegment(applicationID))
     }
 
     static func applicationPath(_ applicationID: String) -> String {
-        HTML.escape("/apps/" + encodedPathSegment(applicationID))
+        HTML.escape("/apps/" + WebSupport.encodedPathSegment(applicationID))
     }
 
     /// One live broadcast's card.

@@ -1,9 +1,11 @@
+import BroadcastMedia
+import BroadcastStore
 import Foundation
 import Logging
 import Synchronization
 
 /// Generates random identifiers and secrets.
-enum Token {
+package enum Token {
     /// `bytes` random bytes as lowercase hex.
     static func hex(_ bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
@@ -21,7 +23,7 @@ enum Token {
     }
 
     /// A new stream key.
-    static func streamKey() -> String { "live_" + hex(16) }
+    package static func streamKey() -> String { "live_" + hex(16) }
 }
 
 /// Fans JSON events (comments, likes, viewer count, application changes) out to the broadcaster's

@@ -1,15 +1,15 @@
 internal import CFFmpeg
+package import NIOCore
 internal import ReplayFFmpeg
-public import NIOCore
 
 /// One moof+mdat fragment of the live fragmented MP4 stream.
-public struct MP4Fragment: Sendable {
-    public var bytes: ByteBuffer
+package struct MP4Fragment: Sendable {
+    package var bytes: ByteBuffer
     /// The fragment begins with a video keyframe: a viewer can start here.
-    public var startsWithKeyframe: Bool
+    package var startsWithKeyframe: Bool
     /// Decode time of the first video sample and the span of the fragment, in milliseconds.
-    public var startTime: Int64
-    public var duration: Int64
+    package var startTime: Int64
+    package var duration: Int64
 }
 
 /// Remuxes H.264 (AVCC NAL units) and AAC (raw frames) into fragmented MP4 with libavformat's mov

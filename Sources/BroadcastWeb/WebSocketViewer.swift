@@ -1,20 +1,7 @@
+import BroadcastMedia
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
-
-/// The request context of the service's routes: Hummingbird's WebSocket context plus the connection's
-/// NIO channel, which a viewer's media is written to directly (`WebSocketViewer`).
-struct ServiceRequestContext: RequestContext, WebSocketRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<Self>
-    let channel: any Channel
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        webSocket = .init()
-        channel = source.channel
-    }
-}
 
 /// How much media a viewer has outstanding: written to its channel, not yet taken by its socket.
 struct ViewerBacklog {

@@ -1,3 +1,4 @@
+import BroadcastMedia
 import Foundation
 import Hummingbird
 import Logging
@@ -99,8 +100,11 @@ enum ThreadCPUClock {
 /// `GET /b/{id}/thumbnail.jpg`: the broadcast's thumbnail with caching headers (`Cache-Control: max-age`
 /// for what is left of its 10 s, `ETag`, `Last-Modified`; 304 for a matching `If-None-Match` or a
 /// not-older `If-Modified-Since`). `Server-Timing` carries the CPU milliseconds it took to make.
-enum ThumbnailRoutes {
-    static func register(on router: Router<ServiceRequestContext>, directory: LiveDirectory) {
+struct ThumbnailRoutes: Sendable {
+    let directory: LiveDirectory
+
+    func addRoutes(to router: some RouterMethods<ServiceRequestContext>) {
+        let directory = self.directory
         router.get("/b/:id/thumbnail.jpg") { request, context in
             guard let broadcast = directory.broadcast(id: try context.parameters.require("id")) else {
                 throw HTTPError(.notFound, message: "The broadcast is not live.")
@@ -115,7 +119,7 @@ enum ThumbnailRoutes {
             guard let image else {
                 throw HTTPError(.notFound, headers: [.retryAfter: "2"], message: "No picture yet.")
             }
-            return response(image, to: request, maximumAge: directory.thumbnails.maximumAge)
+            return Self.response(image, to: request, maximumAge: directory.thumbnails.maximumAge)
         }
     }
 

@@ -1,6 +1,6 @@
 internal import CFFmpeg
-internal import ReplayFFmpeg
 import NIOCore
+internal import ReplayFFmpeg
 
 /// Copies `data` into `packet` as one packet of `stream` (times in milliseconds, rescaled to the
 /// stream's time base) and writes it to `output`. The muxer and the relay both remux this way.

@@ -1,10 +1,11 @@
+package import BroadcastStore
 import Foundation
 import HummingbirdBcrypt
-import NIOPosix
+package import NIOPosix
 import Synchronization
 
 /// Passwords, sessions and the sign-in throttle (by account and client address, see `LoginThrottle`).
-struct Accounts: Sendable {
+package struct Accounts: Sendable {
     let store: any ServiceStore
     let threadPool: NIOThreadPool
     let bcryptCost: UInt8
@@ -39,7 +40,13 @@ struct Accounts: Sendable {
         try await threadPool.runIfActive { Bcrypt.verify(password, hash: hash) }
     }
 
-    func createUser(name: String, password: String) async throws -> UserRecord {
+    package init(store: any ServiceStore, threadPool: NIOThreadPool, bcryptCost: UInt8) {
+        self.store = store
+        self.threadPool = threadPool
+        self.bcryptCost = bcryptCost
+    }
+
+    package func createUser(name: String, password: String) async throws -> UserRecord {
         try Self.validate(name: name, password: password)
         if try await store.user(named: name) != nil { throw Failure(message: "That name is taken.") }
         return try await store.createUser(name: name, passwordHash: try await hash(password))

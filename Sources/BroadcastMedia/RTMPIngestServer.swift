@@ -1,16 +1,17 @@
-public import Logging
-public import NIOCore
-public import NIOPosix
-public import ServiceLifecycle
+package import Logging
+package import NIOCore
+package import NIOPosix
+import RTMP
+import ServiceLifecycle
 import Synchronization
 
 /// A publisher the service accepted: where its media goes.
-public struct IngestPublication: Sendable {
-    public var broadcastID: String
-    public var stream: LiveStream
+package struct IngestPublication: Sendable {
+    package var broadcastID: String
+    package var stream: LiveStream
     /// An RTMP URL to re-publish the broadcast to (a CDN or a media-server cluster), if any.
-    public var relayURL: String?
-    public init(broadcastID: String, stream: LiveStream, relayURL: String? = nil) {
+    package var relayURL: String?
+    package init(broadcastID: String, stream: LiveStream, relayURL: String? = nil) {
         self.broadcastID = broadcastID
         self.stream = stream
         self.relayURL = relayURL
@@ -18,7 +19,7 @@ public struct IngestPublication: Sendable {
 }
 
 /// What the ingest asks of the rest of the service.
-public protocol RTMPIngestDelegate: Sendable {
+package protocol RTMPIngestDelegate: Sendable {
     /// A client asks to publish `streamKey` in application `app`; nil refuses it.
     func startPublishing(app: String, streamKey: String, remoteAddress: String) async -> IngestPublication?
     /// The publication ended (the publisher stopped or disconnected).
@@ -28,7 +29,7 @@ public protocol RTMPIngestDelegate: Sendable {
 }
 
 extension RTMPIngestDelegate {
-    public func isStillAuthorized(streamKey: String) async -> Bool { true }
+    package func isStillAuthorized(streamKey: String) async -> Bool { true }
 }
 
 /// The RTMP ingest server: `rtmp://HOST:PORT/live/STREAM_KEY`, one SwiftNIO connection per publisher.
@@ -36,17 +37,17 @@ extension RTMPIngestDelegate {
 /// Defences: a connection must finish the handshake and start publishing within `setupTimeout`, and
 /// then never stay silent longer than `idleTimeout` (slowloris); messages above `maximumMessageSize`,
 /// malformed chunks and unknown handshakes close the connection with a log line.
-public struct RTMPIngestServer: Service {
-    public struct Configuration: Sendable {
-        public var host: String
-        public var port: Int
-        public var setupTimeout: TimeAmount
-        public var idleTimeout: TimeAmount
-        public var maximumMessageSize: Int
+package struct RTMPIngestServer: Service {
+    package struct Configuration: Sendable {
+        package var host: String
+        package var port: Int
+        package var setupTimeout: TimeAmount
+        package var idleTimeout: TimeAmount
+        package var maximumMessageSize: Int
         /// Milliseconds of media per fMP4 fragment (lower is lower latency).
-        public var fragmentDuration: Int64
+        package var fragmentDuration: Int64
 
-        public init(host: String = "127.0.0.1", port: Int = 1935, setupTimeout: TimeAmount = .seconds(10),
+        package init(host: String = "127.0.0.1", port: Int = 1935, setupTimeout: TimeAmount = .seconds(10),
                     idleTimeout: TimeAmount = .seconds(15), maximumMessageSize: Int = 8 << 20, fragmentDuration: Int64 = 100) {
             self.host = host
             self.port = port
@@ -57,7 +58,7 @@ public struct RTMPIngestServer: Service {
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     let delegate: any RTMPIngestDelegate
     let logger: Logger
     let threadPool: NIOThreadPool
@@ -65,7 +66,7 @@ public struct RTMPIngestServer: Service {
     let onBound: @Sendable (Int) -> Void
 
     /// - Parameter onBound: told the bound port (useful with port 0).
-    public init(configuration: Configuration, delegate: any RTMPIngestDelegate, threadPool: NIOThreadPool = .singleton,
+    package init(configuration: Configuration, delegate: any RTMPIngestDelegate, threadPool: NIOThreadPool = .singleton,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
                 onBound: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.configuration = configuration
@@ -76,7 +77,7 @@ public struct RTMPIngestServer: Service {
         self.onBound = onBound
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let idle = configuration.idleTimeout
         let server = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)

@@ -3,6 +3,7 @@ public import NIOCore
 /// What went wrong while reading an FLV tag body or a codec configuration.
 public struct FLVError: Error, Hashable, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { "FLV: \(message)" }
 }
 

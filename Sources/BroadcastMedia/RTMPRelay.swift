@@ -1,9 +1,9 @@
 internal import CFFmpeg
-internal import ReplayFFmpeg
 import Foundation
-import Synchronization
 import Logging
 import NIOCore
+internal import ReplayFFmpeg
+import Synchronization
 
 /// Re-publishes one broadcast, packets copied (no transcoding), to an external RTMP URL — a CDN or a
 /// media-server cluster — through libavformat's FLV muxer and RTMP client.

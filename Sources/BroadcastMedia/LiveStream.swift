@@ -1,9 +1,9 @@
-public import NIOCore
+package import NIOCore
 import Synchronization
 
 /// A viewer of a live stream as `LiveStream` sees it: something on an event loop that takes ready-made
 /// WebSocket frames (`WebSocketViewer` writes them straight to its socket).
-protocol LiveViewer: AnyObject, Sendable {
+package protocol LiveViewer: AnyObject, Sendable {
     /// The loop the viewer is written on; `write`, `flush` and `finish` are only called there.
     var eventLoop: any EventLoop { get }
     /// Queues messages for the viewer, in order.
@@ -15,11 +15,11 @@ protocol LiveViewer: AnyObject, Sendable {
 }
 
 /// One message for viewers, framed once for all of them.
-struct LiveMessage: Sendable {
+package struct LiveMessage: Sendable {
     /// A whole WebSocket frame (header and payload).
-    var frame: ByteBuffer
+    package var frame: ByteBuffer
     /// Milliseconds of media in it (0 for an event).
-    var media: Int64
+    package var media: Int64
 }
 
 /// The live output of one broadcast: the fMP4 init segment, the fragments since the latest keyframe
@@ -31,11 +31,11 @@ struct LiveMessage: Sendable {
 /// a busy one writes all the messages that arrived meanwhile in one go (one system call per viewer). A
 /// viewer with more than `maximumViewerLag` milliseconds of media its socket has not taken is
 /// disconnected (its player reconnects at the latest keyframe) rather than slowing everyone down.
-public final class LiveStream: Sendable {
-    public struct HLSSegment: Sendable {
-        public var sequence: Int
-        public var duration: Int64
-        public var bytes: ByteBuffer
+package final class LiveStream: Sendable {
+    package struct HLSSegment: Sendable {
+        package var sequence: Int
+        package var duration: Int64
+        package var bytes: ByteBuffer
     }
 
     /// The viewers on one event loop and what waits to be written to them.
@@ -78,19 +78,19 @@ public final class LiveStream: Sendable {
 
     private let state = Mutex(State())
     /// The latest keyframe with its decoder configuration, for the broadcast's thumbnail.
-    let latestKeyframe = LatestKeyframe()
+    package let latestKeyframe = LatestKeyframe()
     /// Milliseconds of live media a viewer may have outstanding (written, not yet taken by its socket).
-    public let maximumViewerLag: Int64
-    public let hlsSegmentTarget: Int64
-    public let hlsSegmentsKept: Int
+    package let maximumViewerLag: Int64
+    package let hlsSegmentTarget: Int64
+    package let hlsSegmentsKept: Int
 
-    public init(maximumViewerLag: Int64 = 10_000, hlsSegmentTarget: Int64 = 1000, hlsSegmentsKept: Int = 6) {
+    package init(maximumViewerLag: Int64 = 10_000, hlsSegmentTarget: Int64 = 1000, hlsSegmentsKept: Int = 6) {
         self.maximumViewerLag = maximumViewerLag
         self.hlsSegmentTarget = hlsSegmentTarget
         self.hlsSegmentsKept = hlsSegmentsKept
     }
 
-    func setInitSegment(_ bytes: ByteBuffer, mimeType: String) {
+    package func setInitSegment(_ bytes: ByteBuffer, mimeType: String) {
         state.withLock { s in
             s.initSegment = bytes
             s.mimeType = mimeType
@@ -100,16 +100,16 @@ public final class LiveStream: Sendable {
     }
 
     /// The MSE type of the stream, e.g. `video/mp4; codecs="avc1.42C01E,mp4a.40.2"`.
-    public var mimeType: String? { state.withLock { $0.mimeType } }
+    package var mimeType: String? { state.withLock { $0.mimeType } }
 
-    public var initSegment: ByteBuffer? { state.withLock { $0.initSegment } }
-    public var viewerCount: Int { state.withLock { $0.viewerLoops.count } }
-    public var fragmentsReceived: Int { state.withLock { $0.fragmentsReceived } }
-    public var viewersDropped: Int { state.withLock { $0.viewersDropped } }
-    public var isEnded: Bool { state.withLock { $0.ended } }
+    package var initSegment: ByteBuffer? { state.withLock { $0.initSegment } }
+    package var viewerCount: Int { state.withLock { $0.viewerLoops.count } }
+    package var fragmentsReceived: Int { state.withLock { $0.fragmentsReceived } }
+    package var viewersDropped: Int { state.withLock { $0.viewersDropped } }
+    package var isEnded: Bool { state.withLock { $0.ended } }
 
     /// Publishes one fragment to every viewer and to HLS.
-    func publish(_ fragment: MP4Fragment) {
+    package func publish(_ fragment: MP4Fragment) {
         let message = LiveMessage(frame: WebSocketFraming.frame(binary: fragment.bytes), media: fragment.duration)
         state.withLock { s in
             s.fragmentsReceived += 1
@@ -138,7 +138,7 @@ public final class LiveStream: Sendable {
     }
 
     /// Sends a JSON event (text) to every viewer, in order with the media.
-    func sendToViewers(text: String) {
+    package func sendToViewers(text: String) {
         let message = LiveMessage(frame: WebSocketFraming.frame(text: text), media: 0)
         state.withLock { s in
             guard !s.ended else { return }
@@ -147,7 +147,7 @@ public final class LiveStream: Sendable {
     }
 
     /// Ends the stream: viewers are closed once what was queued for them is written.
-    func end() {
+    package func end() {
         state.withLock { s in
             s.ended = true
             if let open = s.openSegment, open.end > open.start {
@@ -165,7 +165,7 @@ public final class LiveStream: Sendable {
 
     /// Adds a viewer: it gets the stream type, the init segment, the fragments since the latest keyframe,
     /// then live fragments and events. A viewer added after the end is finished at once.
-    func subscribe(_ viewer: any LiveViewer) -> Int {
+    package func subscribe(_ viewer: any LiveViewer) -> Int {
         state.withLock { s in
             let id = s.nextSubscriberID
             s.nextSubscriberID += 1
@@ -188,7 +188,7 @@ public final class LiveStream: Sendable {
         }
     }
 
-    public func unsubscribe(_ id: Int) {
+    package func unsubscribe(_ id: Int) {
         state.withLock { s in
             guard let key = s.viewerLoops.removeValue(forKey: id) else { return }
             s.groups[key]?.viewers.removeAll { $0.id == id }
@@ -254,7 +254,7 @@ public final class LiveStream: Sendable {
     // MARK: HLS
 
     /// The media playlist (fMP4 segments, version 7), or nil before the first segment.
-    public func hlsPlaylist() -> String? {
+    package func hlsPlaylist() -> String? {
         state.withLock { s -> String? in
             guard s.initSegment != nil, !s.segments.isEmpty else { return nil }
             let target = max(1, Int(((s.segments.map(\.duration).max() ?? 1000) + 999) / 1000))
@@ -274,7 +274,7 @@ public final class LiveStream: Sendable {
         return "\(milliseconds / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
 
-    public func hlsSegment(_ sequence: Int) -> ByteBuffer? {
+    package func hlsSegment(_ sequence: Int) -> ByteBuffer? {
         state.withLock { s in s.segments.first { $0.sequence == sequence }?.bytes }
     }
 }

@@ -20,7 +20,7 @@ enum StaticFiles {
         return files
     }()
 
-    static func register(on router: Router<ServiceRequestContext>) {
+    static func addRoutes(to router: some RouterMethods<ServiceRequestContext>) {
         router.get("/static/:file") { _, context in
             guard let file = files[try context.parameters.require("file")] else { throw HTTPError(.notFound) }
             return Response(status: .ok, headers: [.contentType: file.contentType, .cacheControl: "no-cache"],
