@@ -34,8 +34,8 @@ bench-tools: release
 ## against its real servers, ffmpeg publishers and Chromium; then the screen-recording system tests
 ## (with the engine's in-process test on a real display), which measure frames and sound timing.
 ## Side by side on 2 cores, the browsers, encoders and X servers of one group starve the others.
-UNIT_TESTS_SKIP := ^(SystemTests|BroadcastServiceTests)\.|EngineDestinationsTests
-SYSTEM_TESTS := ^SystemTests\.|EngineDestinationsTests
+UNIT_TESTS_SKIP := ^(SystemTests|SystemWindowsTests|BroadcastServiceTests)\.|EngineDestinationsTests
+SYSTEM_TESTS := ^(SystemTests|SystemWindowsTests)\.|EngineDestinationsTests
 test: bootstrap
 	@mkdir -p .build
 	set -o pipefail; $(SWIFT) build --build-tests 2>&1 | tee .build/build-tests.log

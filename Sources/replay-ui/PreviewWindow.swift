@@ -138,13 +138,14 @@ final class PreviewWindow {
         }
         startHandle.onChangeByPerson { [weak self] value in
             guard let self else { return true }
-            self.startHandle.value = min(max(0, value), self.endHandle.value - self.shortest)
+            self.startHandle.value = min(max(0, Self.onGrid(value)), self.endHandle.value - self.shortest)
             self.trimChanged(showing: self.startHandle.value)
             return true
         }
         endHandle.onChangeByPerson { [weak self] value in
             guard let self else { return true }
-            self.endHandle.value = max(min(self.duration, value), self.startHandle.value + self.shortest)
+            let wanted = value >= self.duration - Self.step / 2 ? self.duration : Self.onGrid(value)
+            self.endHandle.value = max(min(self.duration, wanted), self.startHandle.value + self.shortest)
             self.trimChanged(showing: max(self.startHandle.value, self.endHandle.value - 1))
             return true
         }
@@ -199,17 +200,17 @@ final class PreviewWindow {
         }
     }
 
+    /// `M:SS`, or `M:SS.t` with tenths.
     static func clock(_ seconds: Double, tenths: Bool = false) -> String {
-        let total = max(0, seconds)
-        let minutes = Int(total) / 60
-        let rest = total - Double(minutes * 60)
-        if tenths {
-            let tenth = Int((rest * 10).rounded(.down))
-            return "\(minutes):" + (tenth < 100 ? "0" : "") + "\(tenth / 10).\(tenth % 10)"
-        }
-        let whole = Int(rest)
-        return "\(minutes):" + (whole < 10 ? "0" : "") + "\(whole)"
+        let count = Int((max(0, seconds) * (tenths ? 10 : 1)).rounded(tenths ? .toNearestOrAwayFromZero : .down))
+        let perMinute = tenths ? 600 : 60
+        let rest = count % perMinute
+        let secondsPart = tenths ? rest / 10 : rest
+        return "\(count / perMinute):" + (secondsPart < 10 ? "0" : "") + "\(secondsPart)" + (tenths ? ".\(rest % 10)" : "")
     }
+
+    /// A handle's value on the 0.1 s grid its keys move on (ten presses of 0.1 s are 1.0 s, not 0.9999).
+    static func onGrid(_ value: Double) -> Double { (value / step).rounded() * step }
 
     // MARK: the three ways out
 
