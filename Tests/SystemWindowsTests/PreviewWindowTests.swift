@@ -96,6 +96,30 @@ extension SystemWindowsTests {
             #expect(!outcome.movieLeft)
         }
 
+        /// The Start handle dragged with the mouse from its left end a third of the way along its
+        /// trough: the saved movie is shorter, and starts at a keyframe.
+        @Test func draggingTheStartHandleTrims() async throws {
+            let outcome = try await preview { desktop, window, _ in
+                // The Start handle's knob rests at the left end of its trough, on the trim row
+                // (about 72 px above the bottom, 88 px in, in an 800 px wide window).
+                let frame = try await desktop.geometry(of: window)
+                let y = frame.height - 72
+                try await desktop.xdotool(["mousemove", "--window", window, "--sync", "88", "\(y)"])
+                try await desktop.xdotool(["mousedown", "1"])
+                for x in stride(from: 98, through: 168, by: 10) {
+                    try await desktop.xdotool(["mousemove", "--window", window, "--sync", "\(x)", "\(y)"])
+                    try await Task.sleep(for: .milliseconds(30))
+                }
+                try await desktop.xdotool(["mouseup", "1"])
+                try await Task.sleep(for: .milliseconds(300))
+                try await desktop.xdotool(["key", "ctrl+s"])
+            }
+            #expect(outcome.answer["action"] == "saved")
+            let duration = try #require(outcome.written?.format.duration)
+            #expect(duration < 5.1 && duration > 2, "kept \(duration) s of 6 s")
+            #expect(!outcome.movieLeft)
+        }
+
         /// Share… (clicked) opens GTK's file chooser; a path typed into its name field is where the movie goes.
         @Test func shareSavesWhereThePersonChooses() async throws {
             let target = FileManager.default.temporaryDirectory.appendingPathComponent("ork-share-\(UUID().uuidString)")
