@@ -16,10 +16,11 @@ bootstrap:
 build: bootstrap
 	$(SWIFT) build
 
-## release-cli: release builds of the two programs a user runs (`make install` needs only these).
+## release-cli: release builds of the programs a user runs (`make install` needs only these).
 release-cli: bootstrap
 	$(SWIFT) build -c release --product replayd
 	$(SWIFT) build -c release --product replay
+	$(SWIFT) build -c release --product replay-ui
 
 release: release-cli
 	$(SWIFT) build -c release --product replay-testcontent
@@ -33,8 +34,8 @@ bench-tools: release
 ## against its real servers, ffmpeg publishers and Chromium; then the screen-recording system tests
 ## (with the engine's in-process test on a real display), which measure frames and sound timing.
 ## Side by side on 2 cores, the browsers, encoders and X servers of one group starve the others.
-UNIT_TESTS_SKIP := ^(SystemTests|BroadcastServiceTests)\.|EngineDestinationsTests
-SYSTEM_TESTS := ^SystemTests\.|EngineDestinationsTests
+UNIT_TESTS_SKIP := ^(SystemTests|SystemWindowsTests|BroadcastServiceTests)\.|EngineDestinationsTests
+SYSTEM_TESTS := ^(SystemTests|SystemWindowsTests)\.|EngineDestinationsTests
 test: bootstrap
 	@mkdir -p .build
 	set -o pipefail; $(SWIFT) build --build-tests 2>&1 | tee .build/build-tests.log
@@ -48,7 +49,7 @@ test: bootstrap
 demo: release
 	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
 
-## install: `replay` and `replayd` (release builds) into $(PREFIX)/bin, replayd's systemd user unit
+## install: `replay`, `replayd` and `replay-ui` (release builds) into $(PREFIX)/bin, replayd's systemd user unit
 ## into $(PREFIX)/lib/systemd/user (a folder systemd reads for every user), the "Screen Recording"
 ## desktop entry and its icon, the man pages of replay and replayd, and replay's completion scripts
 ## for bash, zsh and fish, each where its tool looks under $(PREFIX)/share. As root.
@@ -88,7 +89,7 @@ cli-docs: cli-$(CONFIGURATION)
 install: cli-docs
 	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR) $(SHARE_DIR)/applications $(SHARE_DIR)/icons/hicolor/scalable/apps \
 	  $(MAN_DIR) $(BASH_COMPLETION_DIR) $(ZSH_COMPLETION_DIR) $(FISH_COMPLETION_DIR)
-	install -m 755 $(BUILT_BIN)/replay $(BUILT_BIN)/replayd $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILT_BIN)/replay $(BUILT_BIN)/replayd $(BUILT_BIN)/replay-ui $(DESTDIR)$(PREFIX)/bin/
 	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/replayd.service > $(UNIT_DIR)/replayd.service
 	chmod 644 $(UNIT_DIR)/replayd.service
 	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/desktop/$(APP_ID).desktop > $(SHARE_DIR)/applications/$(APP_ID).desktop
@@ -104,12 +105,12 @@ install: cli-docs
 	install -m 644 $(CLI_DOCS)/replay.fish $(FISH_COMPLETION_DIR)/replay.fish
 	@if [ -z "$(DESTDIR)" ] && command -v update-desktop-database >/dev/null; then update-desktop-database -q $(SHARE_DIR)/applications || true; fi
 	@if [ -z "$(DESTDIR)" ] && command -v gtk-update-icon-cache >/dev/null; then gtk-update-icon-cache -q -t $(SHARE_DIR)/icons/hicolor || true; fi
-	@echo "Installed replay and replayd in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR);"
+	@echo "Installed replay, replayd and replay-ui (replayd's system windows) in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR);"
 	@echo "the Screen Recording desktop entry and icon, man pages (man replay) and completions under $(SHARE_DIR)."
 	@echo "replay starts replayd when needed; to keep it running instead: systemctl --user enable --now replayd"
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/replay $(DESTDIR)$(PREFIX)/bin/replayd $(UNIT_DIR)/replayd.service
+	rm -f $(DESTDIR)$(PREFIX)/bin/replay $(DESTDIR)$(PREFIX)/bin/replayd $(DESTDIR)$(PREFIX)/bin/replay-ui $(UNIT_DIR)/replayd.service
 	rm -f $(SHARE_DIR)/applications/$(APP_ID).desktop $(SHARE_DIR)/icons/hicolor/scalable/apps/$(APP_ID).svg
 	for size in $(ICON_SIZES); do rm -f $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps/$(APP_ID).png; done
 	rm -f $(MAN_DIR)/replay.1 $(MAN_DIR)/replayd.1 $(BASH_COMPLETION_DIR)/replay $(ZSH_COMPLETION_DIR)/_replay \

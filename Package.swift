@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "replayd", targets: ["replayd"]),
         .executable(name: "replay", targets: ["replay"]),
         .executable(name: "broadcast-service", targets: ["broadcast-service"]),
+        .executable(name: "replay-ui", targets: ["replay-ui"]),
         .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
         .executable(name: "replay-bench", targets: ["replay-bench"]),
     ],
@@ -42,12 +43,14 @@ let package = Package(
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        .systemLibrary(name: "CGtk", pkgConfig: "gtk4", providers: [.apt(["libgtk-4-dev"])]),
         // C glue Swift cannot express, one small C target per C library (macros, variadic callbacks,
         // externs of incomplete type, socket ancillary data), each with static asserts on what it assumes.
         .target(name: "CFFmpegShim", dependencies: ["CFFmpeg"], linkerSettings: [.linkedLibrary("avutil")]),
         .target(name: "CXCBShim", dependencies: ["CXCB"],
                 linkerSettings: ["xcb", "xcb-shm", "xcb-xfixes", "xcb-damage", "xcb-randr"].map { LinkerSetting.linkedLibrary($0) }),
         .target(name: "CSocketShim"),
+        .target(name: "CGtkShim", dependencies: ["CGtk"], linkerSettings: [.linkedLibrary("X11")]),
 
         // MARK: Our modules, layered: pure values at the bottom, C-backed implementations above.
         // One FFmpeg core for the recorder and the service: errors, log routing, the libavformat output.
@@ -80,6 +83,11 @@ let package = Package(
                 swiftSettings: swiftSettings),
         .executableTarget(name: "replayd",
                           dependencies: ["ReplayDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
+        // The system windows (consent prompt, preview) replayd starts: GTK 4 through a small Swift layer.
+        .target(name: "ReplayGtk", dependencies: ["CGtk", "CGtkShim"], swiftSettings: swiftSettings),
+        .executableTarget(name: "replay-ui",
+                          dependencies: ["ReplayGtk", "ReplayMedia", "ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
         .executableTarget(name: "replay",
                           dependencies: ["ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -153,6 +161,7 @@ let package = Package(
         .testTarget(name: "ReplayDaemonTests", dependencies: ["ReplayDaemon", "ReplayIPC", "ReplayTesting",
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
+        .testTarget(name: "SystemWindowsTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "BroadcastWeb", "BroadcastStore", "BroadcastMedia", "RTMP", "ReplayFFmpeg", "ReplayTesting",

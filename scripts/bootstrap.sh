@@ -15,7 +15,7 @@ BUILD_PACKAGES=(
 )
 TEST_PACKAGES=(
   xvfb x11-utils x11-xserver-utils xdotool openbox
-  libgtk-4-media-gstreamer gstreamer1.0-plugins-good gstreamer1.0-libav
+  libgtk-4-media-gstreamer gstreamer1.0-plugins-good gstreamer1.0-libav gstreamer1.0-pulseaudio
   pulseaudio pulseaudio-utils sox
   ffmpeg
   nginx-light libnginx-mod-rtmp

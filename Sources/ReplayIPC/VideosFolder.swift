@@ -1,4 +1,7 @@
-import Foundation
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where a desktop user keeps videos: the XDG "Videos" user directory.
 ///
@@ -16,6 +19,29 @@ public enum VideosFolder {
             return videos
         }
         return home + "/Videos"
+    }
+
+    /// The name `replay record` and the preview's Save give a recording made at `date`:
+    /// `Screen Recording YYYY-MM-DD at HH.MM.SS.mp4`, local time.
+    public static func recordingName(at date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970)
+        var t = tm()
+        localtime_r(&seconds, &t)
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "Screen Recording \(t.tm_year + 1900)-\(two(t.tm_mon + 1))-\(two(t.tm_mday)) at \(two(t.tm_hour)).\(two(t.tm_min)).\(two(t.tm_sec)).mp4"
+    }
+
+    /// `folder/recordingName(at: date)`, with " (2)", " (3)"… added when a recording of the same
+    /// second is there already.
+    public static func unusedRecordingPath(in folder: String, at date: Date) -> String {
+        let name = recordingName(at: date)
+        var path = folder + "/" + name
+        var copy = 2
+        while FileManager.default.fileExists(atPath: path), copy < 1000 {
+            path = folder + "/" + (name as NSString).deletingPathExtension + " (\(copy)).mp4"
+            copy += 1
+        }
+        return path
     }
 
     /// The `XDG_VIDEOS_DIR` line of a `user-dirs.dirs` file: `XDG_VIDEOS_DIR="$HOME/Videos"` or an

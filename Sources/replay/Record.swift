@@ -197,13 +197,7 @@ enum OutputPath {
                 let reason = error.localizedDescription.trimmingCharacters(in: CharacterSet(charactersIn: ". "))
                 throw ReplayError(.outputNotWritable, "cannot create your Videos folder \(folder): \(reason). Pass -o with a file in a folder you can write to, or set XDG_VIDEOS_DIR.")
             }
-            let name = defaultName(now)
-            path = folder + "/" + name
-            var copy = 2
-            while FileManager.default.fileExists(atPath: path), copy < 1000 {
-                path = folder + "/" + (name as NSString).deletingPathExtension + " (\(copy)).mp4"
-                copy += 1
-            }
+            path = VideosFolder.unusedRecordingPath(in: folder, at: now)
         }
         let folder = (path as NSString).deletingLastPathComponent
         var isFolder: ObjCBool = false
@@ -219,15 +213,6 @@ enum OutputPath {
             throw ReplayError(.outputNotWritable, "cannot write in \(folder) (\(String(cString: strerror(errno)))): choose another -o.")
         }
         return path
-    }
-
-    /// `Screen Recording YYYY-MM-DD at HH.MM.SS.mp4`, local time.
-    static func defaultName(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970)
-        var t = tm()
-        localtime_r(&seconds, &t)
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "Screen Recording \(t.tm_year + 1900)-\(two(t.tm_mon + 1))-\(two(t.tm_mday)) at \(two(t.tm_hour)).\(two(t.tm_min)).\(two(t.tm_sec)).mp4"
     }
 
     static func absolute(_ path: String) -> String {

@@ -43,4 +43,20 @@ import Testing
         // XDG_CONFIG_HOME moves the file.
         #expect(VideosFolder.path(environment: ["HOME": home, "XDG_CONFIG_HOME": home + "/none"]) == home + "/Videos")
     }
+
+    /// The name `replay record` and the preview's Save give a recording, and " (2)", " (3)" when taken.
+    @Test func recordingNamesNeverOverwrite() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ork-names-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let date = Date(timeIntervalSince1970: 1_800_000_000)
+        let name = VideosFolder.recordingName(at: date)
+        #expect(name.wholeMatch(of: /Screen Recording \d{4}-\d{2}-\d{2} at \d{2}\.\d{2}\.\d{2}\.mp4/) != nil, "\(name)")
+        #expect(VideosFolder.unusedRecordingPath(in: folder, at: date) == folder + "/" + name)
+        #expect(FileManager.default.createFile(atPath: folder + "/" + name, contents: Data()))
+        let second = VideosFolder.unusedRecordingPath(in: folder, at: date)
+        #expect(second == folder + "/" + name.replacingOccurrences(of: ".mp4", with: " (2).mp4"))
+        #expect(FileManager.default.createFile(atPath: second, contents: Data()))
+        #expect(VideosFolder.unusedRecordingPath(in: folder, at: date).hasSuffix(" (3).mp4"))
+    }
 }

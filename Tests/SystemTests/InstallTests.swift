@@ -16,7 +16,7 @@ extension SystemTests {
         }
 
         static let files = [
-            "bin/replay", "bin/replayd", "lib/systemd/user/replayd.service",
+            "bin/replay", "bin/replayd", "bin/replay-ui", "lib/systemd/user/replayd.service",
             "share/applications/org.openreplaykit.ScreenRecording.desktop",
             "share/icons/hicolor/scalable/apps/org.openreplaykit.ScreenRecording.svg",
             "share/icons/hicolor/48x48/apps/org.openreplaykit.ScreenRecording.png",
