@@ -51,8 +51,8 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     private var members: Set<Int32> = []
     private var nonMembers: Set<Int32> = []
     private let screenRect: PixelRect
-    private let canvas: UnsafeMutablePointer<UInt32>   // what the recording shows
-    private let next: UnsafeMutablePointer<UInt32>     // composed here, then compared with `canvas`
+    private var canvas: UnsafeMutablePointer<UInt32>   // what the recording shows
+    private var next: UnsafeMutablePointer<UInt32>     // composed here, then compared with `canvas`
     private let scratch: SharedImage
     private let damageEvent: Int
     private var damages: [xcb_window_t: xcb_damage_damage_t] = [:]
@@ -64,7 +64,9 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     private let damageRegion: xcb_xfixes_region_t
     private var redirected: Set<xcb_window_t> = []
     private var appWindows: [TopLevelWindow] = []
-    private var composedArea: PixelRect?               // where the last composition drew
+    /// Where each picture may hold something other than black (the windows' bounding box).
+    private var canvasExtent = PixelRect(x: 0, y: 0, width: 0, height: 0)
+    private var nextExtent = PixelRect(x: 0, y: 0, width: 0, height: 0)
     private var needsCompose = true
     private let excludedWindows = Mutex<[UInt32]>([])
 
@@ -164,9 +166,17 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
             }
         }
         needsCompose = false
-        guard let rows = compose() else { return false }
+        guard let (rows, whole) = compose() else { return false }
         let width = screenRect.width
-        (canvas + rows.lowerBound * width).update(from: next + rows.lowerBound * width, count: rows.count * width)
+        if whole {
+            // Composed over half the screen: the new picture is `next`, as it is.
+            swap(&canvas, &next)
+            swap(&canvasExtent, &nextExtent)
+        } else {
+            // The rows outside `rows` are the same in both: the pictures are now equal.
+            (canvas + rows.lowerBound * width).update(from: next + rows.lowerBound * width, count: rows.count * width)
+            canvasExtent = nextExtent
+        }
         let outputRows = rows.lowerBound & ~1 ..< min(outputHeight, (rows.upperBound + 1) & ~1)
         if !outputRows.isEmpty {
             current.convert(fromBGRA: UnsafeRawPointer(canvas).assumingMemoryBound(to: UInt8.self), stride: width * 4, rows: outputRows)
@@ -252,15 +262,23 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     }
 
     /// Composes the application's windows into `next`, in the area they cover now or covered last
-    /// time (black elsewhere, as it already is), and returns the rows that differ from `canvas`.
-    private func compose() -> Range<Int>? {
+    /// time (black elsewhere, as it already is), and returns the rows that differ from `canvas`;
+    /// `whole` when that area is half the screen or more: then all its rows count as changed
+    /// without a comparison (an application repainting that much is a video or a game: it changes).
+    private func compose() -> (rows: Range<Int>, whole: Bool)? {
         let connection = x.connection
         let rects = appWindows.map { $0.clientRect.intersection(screenRect) }.filter { !$0.isEmpty }
-        let area = rects.reduce(composedArea ?? PixelRect(x: 0, y: 0, width: 0, height: 0)) { $0.union($1) }
-        composedArea = rects.reduce(PixelRect(x: 0, y: 0, width: 0, height: 0)) { $0.union($1) }
+        let drawn = rects.reduce(PixelRect(x: 0, y: 0, width: 0, height: 0)) { $0.union($1) }
+        // Outside this area both pictures are black: what was drawn in either lies inside it.
+        let area = drawn.union(nextExtent).union(canvasExtent)
+        nextExtent = drawn
         guard !area.isEmpty else { return nil }
         let plane = PixelPlane(pixels: next, stride: screenRect.width, origin: screenRect)
-        plane.fill(area, with: 0xff00_0000)
+        // Black first, unless the bottom window covers it all with its own pixels (a full-screen
+        // application): it is read over all of it anyway (or made black if that fails).
+        let bottom = appWindows.first { !$0.clientRect.intersection(screenRect).isEmpty }
+        let covered = bottom.map { !$0.isProtected && untrusted[$0.client] == nil && $0.clientRect.intersection(screenRect) == area } ?? false
+        if !covered { plane.fill(area, with: 0xff00_0000) }
         let pixels = scratch.address.assumingMemoryBound(to: UInt32.self)
         for window in appWindows {
             let part = window.clientRect.intersection(screenRect)
@@ -278,7 +296,11 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
             let reply = xcb_shm_get_image_reply(connection, cookie, &error)
             xcb_free_pixmap(connection, pixmap)
             free(error)
-            guard let reply else { continue }   // gone or unviewable: it stays black
+            guard let reply else {
+                // Gone or unviewable: it shows nothing (black, where the fill above was skipped for it).
+                if covered, window.client == bottom?.client { plane.fill(part, with: 0xff00_0000) }
+                continue
+            }
             free(reply)
             if let mask = untrusted[window.client] {
                 // Only what the window has drawn itself.
@@ -293,13 +315,14 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
                 plane.copy(from: pixels, stride: part.width, into: part)
             }
         }
+        if area.area * 2 >= screenRect.area { return (area.y..<area.maxY, true) }
         let width = screenRect.width
         func differs(_ row: Int) -> Bool {
             memcmp(canvas + row * width + area.x, next + row * width + area.x, area.width * 4) != 0
         }
         guard let first = (area.y..<area.maxY).first(where: differs) else { return nil }
         let last = (first..<area.maxY).reversed().first(where: differs) ?? first
-        return first..<(last + 1)
+        return (first..<(last + 1), false)
     }
 }
 
