@@ -102,6 +102,31 @@ struct ApplicationCaptureTests {
         }
     }
 
+    @Test func underAWindowManagerOnlyTheClientWindowNotItsFrame() async throws {
+        try await TestEnvironment.with(Self.environment()) { environment in
+            // openbox reparents each window into a frame with a title bar (its own pixels, not the app's).
+            let manager = try BackgroundProcess("openbox", arguments: [], environment: environment.xvfb.environment)
+            defer { Task { await manager.terminate(grace: .seconds(1)) } }
+            try await Task.sleep(for: .milliseconds(700))
+            let a = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                            options: TestApp.Options(colour: Self.red, rect: PixelRect(x: 40, y: 40, width: 160, height: 100)))
+            let b = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                            options: TestApp.Options(colour: Self.blue, rect: PixelRect(x: 120, y: 90, width: 160, height: 100)))
+            defer { Task { await a.stop(); await b.stop() } }
+            try await Task.sleep(for: .milliseconds(300))
+            let file = try await record(.application(display: environment.xvfb.display, ApplicationScope(processID: a.pid)),
+                                        seconds: 2, name: "app-under-wm.mp4", in: environment)
+            let frame = try await FrameDecoder.frame(at: 1.0, in: file)
+            let red = frame.count { $0.isClose(to: RGB(hex: Self.red), tolerance: 60) }
+            let other = frame.count { !$0.isClose(to: RGB(hex: Self.red), tolerance: 90) && $0.luma > 40 }
+            #expect(red > 150 * 90, "A's client window is there: \(red) red pixels")
+            #expect(other < 20, "nothing else: not the frame's title bar, not B: \(other) other pixels")
+            await a.stop()
+            await b.stop()
+            await manager.terminate(grace: .seconds(1))
+        }
+    }
+
     @Test func aProtectedSinkInputIsSilentInTheSystemMix() async throws {
         try await TestEnvironment.with(Self.environment()) { environment in
             var protectedOptions = TestApp.Options(colour: Self.red, rect: PixelRect(x: 20, y: 20, width: 100, height: 80), tone: Self.toneA)
