@@ -79,6 +79,11 @@ public final class TestApp: Sendable {
     public func stop() async {
         await process.terminate(grace: .seconds(2))
     }
+
+    /// Ends it at once (SIGKILL), without waiting: for a `defer` when a test fails half-way.
+    public func kill() {
+        process.signal(SIGKILL)
+    }
 }
 
 extension RGB {

@@ -43,7 +43,7 @@ struct ApplicationCaptureTests {
                                             options: TestApp.Options(colour: Self.red, rect: rectA, tone: Self.toneA))
             let b = try await TestApp.start(on: environment.xvfb, pulseEnvironment: environment.pulse?.clientEnvironment,
                                             options: TestApp.Options(colour: Self.blue, rect: rectB, tone: Self.toneB))
-            defer { Task { await a.stop(); await b.stop() } }
+            defer { a.kill(); b.kill() }
             let display = environment.xvfb.display
 
             let scopeA = ApplicationScope(processID: a.pid)
@@ -81,7 +81,7 @@ struct ApplicationCaptureTests {
             optionsB.secondAfter = 1.6
             let a = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil, options: optionsA)
             let b = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil, options: optionsB)
-            defer { Task { await a.stop(); await b.stop() } }
+            defer { a.kill(); b.kill() }
 
             let file = try await record(.application(display: environment.xvfb.display, ApplicationScope(processID: a.pid)),
                                         seconds: 3.2, name: "app-a-moving.mp4", in: environment)
@@ -106,13 +106,13 @@ struct ApplicationCaptureTests {
         try await TestEnvironment.with(Self.environment()) { environment in
             // openbox reparents each window into a frame with a title bar (its own pixels, not the app's).
             let manager = try BackgroundProcess("openbox", arguments: [], environment: environment.xvfb.environment)
-            defer { Task { await manager.terminate(grace: .seconds(1)) } }
+            defer { manager.signal(SIGKILL) }
             try await Task.sleep(for: .milliseconds(700))
             let a = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
                                             options: TestApp.Options(colour: Self.red, rect: PixelRect(x: 40, y: 40, width: 160, height: 100)))
             let b = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
                                             options: TestApp.Options(colour: Self.blue, rect: PixelRect(x: 120, y: 90, width: 160, height: 100)))
-            defer { Task { await a.stop(); await b.stop() } }
+            defer { a.kill(); b.kill() }
             try await Task.sleep(for: .milliseconds(300))
             let file = try await record(.application(display: environment.xvfb.display, ApplicationScope(processID: a.pid)),
                                         seconds: 2, name: "app-under-wm.mp4", in: environment)
@@ -136,7 +136,7 @@ struct ApplicationCaptureTests {
             let plain = try await TestApp.start(on: environment.xvfb, pulseEnvironment: environment.pulse?.clientEnvironment,
                                                 options: TestApp.Options(colour: Self.blue, rect: PixelRect(x: 200, y: 20, width: 100, height: 80),
                                                                          tone: Self.toneB))
-            defer { Task { await protected.stop(); await plain.stop() } }
+            defer { protected.kill(); plain.kill() }
             let file = try await record(.screen(display: environment.xvfb.display), audio: [.systemMix], seconds: 2.5,
                                         name: "system-sound.mp4", in: environment)
             let sound = try await ToneAnalyzer.load(file: file, from: 0.3, to: 2.4)
@@ -184,7 +184,7 @@ struct ApplicationCaptureTests {
             // A window of OpenReplayKit's own (WM_CLASS openreplaykit-…), as the consent prompt is, over both.
             let ours = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
                                                options: TestApp.Options(colour: Self.green, rect: PixelRect(x: 100, y: 150, width: 240, height: 80)))
-            defer { Task { await protected.stop(); await plain.stop(); await ours.stop() } }
+            defer { protected.kill(); plain.kill(); ours.kill() }
             // The pointer (white and black, drawn into system recordings) out of the way.
             _ = try await ProcessRunner.run("xdotool", arguments: ["mousemove", "479", "269"],
                                             environment: environment.xvfb.environment, timeout: .seconds(5))
