@@ -18,6 +18,8 @@ let package = Package(
         .executable(name: "broadcast-service", targets: ["broadcast-service"]),
         .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
         .executable(name: "replay-bench", targets: ["replay-bench"]),
+        // For apps: ReplayKit's names (RPScreenRecorder…) over replayd.
+        .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -85,6 +87,9 @@ let package = Package(
                           dependencies: ["ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
 
+        // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
+        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC"], swiftSettings: swiftSettings),
+
         // MARK: The reference broadcast service.
         .target(name: "BroadcastService",
                 dependencies: ["CFFmpeg", "ReplayFFmpeg",
@@ -116,6 +121,10 @@ let package = Package(
         .executableTarget(name: "replay-testcontent",
                           dependencies: ["CXCB", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+        // A test "app" that drives OpenReplayKit from its own process (SystemTests run it).
+        .executableTarget(name: "replay-testapp",
+                          dependencies: ["OpenReplayKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
@@ -127,6 +136,7 @@ let package = Package(
         .testTarget(name: "ReplayDaemonTests", dependencies: ["ReplayDaemon", "ReplayIPC", "ReplayTesting",
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
+        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "ReplayFFmpeg", "ReplayTesting",

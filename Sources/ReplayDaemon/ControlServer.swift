@@ -22,12 +22,16 @@ package struct ControlServer: Service {
         package var idleExit: Duration?
         package var software: String
         package var statusInterval: Duration
+        /// How apps' consent is asked: the system window, or a fixed answer (tests only).
+        package var consentPrompt: ConsentPrompt
 
-        package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500)) {
+        package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
+                     consentPrompt: ConsentPrompt = .systemWindow) {
             self.paths = paths
             self.idleExit = idleExit
             self.software = software
             self.statusInterval = statusInterval
+            self.consentPrompt = consentPrompt
         }
     }
 
@@ -50,7 +54,7 @@ package struct ControlServer: Service {
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger)
+        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt)
         var router = ControlRouter()
         sessions.register(in: &router)
         self.router = router
@@ -160,7 +164,7 @@ package struct ControlServer: Service {
             logger.warning("refused a connection from another user", metadata: ["peer-uid": "\(peer.uid)"])
             continuation.yield(Self.goodbye(ReplayError(.permissionDenied, "replayd of uid \(getuid()) serves only its own user; you are uid \(peer.uid). Run your own replayd (`replay` starts it).")))
             continuation.finish()
-        } else if let id = await sessions.register(continuation) {
+        } else if let id = await sessions.register(continuation, pid: peer.pid) {
             connectionID = id
             logger.debug("client connected", metadata: ["connection": "\(id)"])
         } else {

@@ -1,0 +1,68 @@
+import Foundation
+import ReplayTesting
+import Testing
+
+/// An app's own recording end to end: start, stop, discard, a second start, interruption by the
+/// person's `replay record`, and an app that disconnects mid-session. These need app-scoped
+/// capture in the engine (`VideoSource.application`).
+extension SystemTests.AppSessionTests {
+    typealias App = SystemTests.AppSessionTests
+
+    @Test func startStopAndDiscardThroughTheLibrary() async throws {
+        try await TestEnvironment.with { environment in
+            _ = try await App.startReplayd(environment, consent: "allow")
+            let out = environment.outputPath("app.mp4")
+            let lines = try await App.app(environment, ["start", "start", "sleep=2", "stop-to=/nonexistent/folder/x.mp4",
+                                                        "stop-to=\(out)", "stop", "start", "sleep=1", "discard",
+                                                        "start", "sleep=1", "stop", "discard"])
+            #expect(lines.first?["ok"] as? Bool == true, "started: \(lines)")
+            #expect(App.code(lines[1]) == -5830, "attemptToStartInRecordingState: \(lines[1])")
+            #expect(App.code(try App.line(lines, "stop-to=/nonexistent/folder/x.mp4")) == -5835, "filePermissions")
+            #expect(try App.line(lines, "stop-to=\(out)")["ok"] as? Bool == true, "\(lines)")
+            #expect(App.code(try App.line(lines, "stop")) == -5829, "stop with nothing recording")
+            let info = try await MediaProbe.probe(out)
+            #expect(info.videoStreams.count == 1)
+            #expect((info.format.duration ?? 0) > 1.5, "\(info.format)")
+            #expect(App.appRecordings(environment).isEmpty, "discarded and kept recordings are gone")
+        }
+    }
+
+    @Test func thePersonsRecordingInterruptsTheApp() async throws {
+        try await TestEnvironment.with { environment in
+            _ = try await App.startReplayd(environment, consent: "allow")
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "wait-stopped=60"],
+                                            environment: environment.environment)
+            defer { Task { await app.terminate() } }
+            for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(app.currentOutput.contains("\"ok\":true"), app.currentOutput)
+            #expect(App.appRecordings(environment).count == 1, "the app's file is being written")
+            let record = try await environment.replay(["record", "--duration", "2", "-o", environment.outputPath("person.mp4")], timeout: .seconds(60))
+            #expect(record.succeeded, "\(record)")
+            let result = try await app.waitForExit(timeout: .seconds(30))
+            let stopped = try App.line(App.lines(result.stdout), "wait-stopped=60")
+            #expect(App.code(stopped) == -5806, "interrupted: \(stopped)")
+            #expect(stopped["domain"] as? String == "com.apple.ReplayKit.RPRecordingErrorDomain")
+            #expect(App.appRecordings(environment).isEmpty, "the app's recording was discarded")
+            #expect(FileManager.default.fileExists(atPath: environment.outputPath("person.mp4")))
+        }
+    }
+
+    @Test func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
+        try await TestEnvironment.with { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "hold"], environment: environment.environment)
+            for _ in 0..<300 where !app.currentOutput.contains("hold") { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(App.appRecordings(environment).count == 1, app.currentOutput)
+            app.signal(SIGKILL)
+            _ = try await app.waitForExit(timeout: .seconds(5))
+            var left = App.appRecordings(environment)
+            for _ in 0..<100 where !left.isEmpty {
+                try await Task.sleep(for: .milliseconds(50))
+                left = App.appRecordings(environment)
+            }
+            #expect(left.isEmpty, "the half file is removed: \(left)")
+            #expect(replayd.isRunning)
+            #expect(try await environment.replay(["status"]).stdout.contains("nothing is recording"))
+        }
+    }
+}
