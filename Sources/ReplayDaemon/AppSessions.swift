@@ -15,9 +15,8 @@ import Glibc
 /// recording ends every app session first (`interrupted`, the recording discarded); an app that
 /// leaves loses its sessions and their files.
 extension RecordingSessions {
-    /// The app clip buffer's length: iOS exports at most 15 s; two more keep a whole keyframe
-    /// group before them.
-    static let appClipCapacity = AppExportClipRequest.maximumSeconds + 2
+    /// The app clip buffer's length: iOS exports at most 15 s.
+    static let appClipCapacity = AppExportClipRequest.maximumSeconds
 
     nonisolated func registerAppMethods(in router: inout ControlRouter) {
         router.on(AppStartRecordingRequest.self) { [self] request, context throws(ReplayError) in
@@ -130,8 +129,11 @@ extension RecordingSessions {
                                                 display: options.display)
         let scope = ApplicationScope(processID: pid)
         // Never the screen: only the app's windows and the app's own sound (plus the microphone).
-        let configuration = EngineConfiguration(video: .application(display: options.display, scope),
+        var configuration = EngineConfiguration(video: .application(display: options.display, scope),
                                                 audio: [.application(scope)] + (options.microphone ? [.microphone] : []))
+        if appCaptureScope == .wholeScreenForTests {
+            configuration = EngineConfiguration(video: .screen(display: options.display), audio: [])
+        }
         return await startSession(in: slot, options: recordingOptions, configuration: configuration, output: output,
                                   clientPID: pid, connection: connection)
     }
@@ -340,9 +342,8 @@ extension RecordingSessions {
             return .failure(ReplayError(.invalidParameter, "--seconds must be between 1 and \(Int(ClipStartRequest.maximumSeconds)), not \(request.seconds)."))
         }
         do throws(ReplayError) { try request.options.validate() } catch { return .failure(error) }
-        // Two seconds more than asked: a save of N seconds starts at the keyframe before them.
         return await startSession(in: SessionSlot(kind: .clip), options: request.options, configuration: EngineConfiguration(request.options),
-                                  output: .clip(seconds: request.seconds + 2), clientPID: clientPID, connection: connection)
+                                  output: .clip(seconds: request.seconds), clientPID: clientPID, connection: connection)
     }
 
     // MARK: files

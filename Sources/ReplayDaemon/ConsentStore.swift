@@ -64,3 +64,11 @@ package enum ConsentPrompt: Sendable, Equatable {
     /// --consent-answer-for-tests`). An app cannot choose it: it is replayd's own command line.
     case fixed(SystemWindows.ConsentAnswer)
 }
+
+/// What an app's session captures. Always `.application` in replayd; in-process tests of the
+/// session machinery (interruption, disconnection, files) may capture the whole test display
+/// instead, until the engine captures one application. Not reachable from replayd's command line.
+package enum AppCaptureScope: Sendable, Equatable {
+    case application
+    case wholeScreenForTests
+}

@@ -24,6 +24,8 @@ package struct ControlServer: Service {
         package var statusInterval: Duration
         /// How apps' consent is asked: the system window, or a fixed answer (tests only).
         package var consentPrompt: ConsentPrompt
+        /// What apps' sessions capture: always `.application`, except in in-process tests.
+        package var appCaptureScope: AppCaptureScope = .application
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
                      consentPrompt: ConsentPrompt = .systemWindow) {
@@ -54,7 +56,8 @@ package struct ControlServer: Service {
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt)
+        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
+                                          appCaptureScope: configuration.appCaptureScope)
         var router = ControlRouter()
         sessions.register(in: &router)
         self.router = router

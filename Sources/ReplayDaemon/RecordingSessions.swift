@@ -61,6 +61,7 @@ package actor RecordingSessions {
     /// Consent prompts on screen now, by executable: a second start of the same app waits for the same answer.
     var pendingConsent: [String: Task<Result<SystemWindows.ConsentAnswer, ReplayError>, Never>] = [:]
     let consentPrompt: ConsentPrompt
+    let appCaptureScope: AppCaptureScope
     /// The clock of consent's memory (tests move it on).
     let now: @Sendable () -> ContinuousClock.Instant
     /// An app's stopped recording, kept for its preview until saved, shared or discarded (by owner pid).
@@ -76,10 +77,11 @@ package actor RecordingSessions {
     var lastAvailable = true
 
     package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
-                 now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+                 appCaptureScope: AppCaptureScope = .application, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
         self.paths = paths
         self.consentPrompt = consentPrompt
+        self.appCaptureScope = appCaptureScope
         self.now = now
     }
 
@@ -310,7 +312,8 @@ package actor RecordingSessions {
             throw ReplayError(error)
         }
         if case .clip(let seconds) = output {
-            let clip = ClipBuffer(seconds: seconds, logger: logger)
+            // Two seconds more than asked: a clip of N seconds starts at the keyframe before them.
+            let clip = ClipBuffer(seconds: seconds + SessionOutput.keyframeMargin, logger: logger)
             do throws(EngineError) {
                 try engine.attach(clip)
             } catch {

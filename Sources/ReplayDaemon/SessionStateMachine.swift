@@ -171,8 +171,12 @@ package struct SessionStateMachine: Sendable {
 package enum SessionOutput: Sendable, Equatable {
     /// A movie file (the session's `options.outputPath`).
     case movie
-    /// A clip buffer of the last `seconds`, in memory.
+    /// A clip buffer of the last `seconds`, in memory (kept with `keyframeMargin` more).
     case clip(seconds: Double)
+
+    /// What a clip buffer keeps beyond its length: one keyframe interval, so that a clip of its
+    /// whole length can start at the keyframe before it.
+    package static let keyframeMargin = 2.0
 }
 
 /// When replayd leaves by itself: after `limit` with no session and no client connected.

@@ -7,8 +7,11 @@ import Testing
 /// capture in the engine (`VideoSource.application`).
 extension SystemTests.AppSessionTests {
     typealias App = SystemTests.AppSessionTests
+    /// Off until the engine captures one application (branch `capture`): before that, replayd
+    /// refuses every app start with "capturing one application's windows is not available yet".
+    static let needsAppCapture = Testing.ConditionTrait.disabled("needs app-scoped capture in the engine (branch capture)")
 
-    @Test func startStopAndDiscardThroughTheLibrary() async throws {
+    @Test(needsAppCapture) func startStopAndDiscardThroughTheLibrary() async throws {
         try await TestEnvironment.with { environment in
             _ = try await App.startReplayd(environment, consent: "allow")
             let out = environment.outputPath("app.mp4")
@@ -27,14 +30,14 @@ extension SystemTests.AppSessionTests {
         }
     }
 
-    @Test func thePersonsRecordingInterruptsTheApp() async throws {
+    @Test(needsAppCapture) func thePersonsRecordingInterruptsTheApp() async throws {
         try await TestEnvironment.with { environment in
             _ = try await App.startReplayd(environment, consent: "allow")
             let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "wait-stopped=60"],
                                             environment: environment.environment)
             defer { Task { await app.terminate() } }
             for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
-            #expect(app.currentOutput.contains("\"ok\":true"), app.currentOutput)
+            #expect(app.currentOutput.contains("\"ok\":true"), "\(app.currentOutput)")
             #expect(App.appRecordings(environment).count == 1, "the app's file is being written")
             let record = try await environment.replay(["record", "--duration", "2", "-o", environment.outputPath("person.mp4")], timeout: .seconds(60))
             #expect(record.succeeded, "\(record)")
@@ -47,12 +50,12 @@ extension SystemTests.AppSessionTests {
         }
     }
 
-    @Test func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
+    @Test(needsAppCapture) func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
         try await TestEnvironment.with { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
             let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "hold"], environment: environment.environment)
             for _ in 0..<300 where !app.currentOutput.contains("hold") { try await Task.sleep(for: .milliseconds(50)) }
-            #expect(App.appRecordings(environment).count == 1, app.currentOutput)
+            #expect(App.appRecordings(environment).count == 1, "\(app.currentOutput)")
             app.signal(SIGKILL)
             _ = try await app.waitForExit(timeout: .seconds(5))
             var left = App.appRecordings(environment)

@@ -86,11 +86,30 @@ extension SystemTests {
 
                 let list = try await environment.replay(["privacy", "list"])
                 #expect(list.succeeded, "\(list)")
-                #expect(list.stdout.contains("replay-testapp") && list.stdout.contains("not allowed"), list.stdout)
+                #expect(list.stdout.contains("replay-testapp") && list.stdout.contains("not allowed"), "\(list.stdout)")
                 let reset = try await environment.replay(["privacy", "reset", "replay-testapp"])
                 #expect(reset.stdout.contains("forgot replay-testapp"), "\(reset)")
                 #expect(try await environment.replay(["privacy", "list"]).stdout.contains("no app"))
                 #expect(try await environment.replay(["privacy", "reset", "nobody"]).stdout.contains("no answer held for nobody"))
+            }
+        }
+
+        @Test func isCapturedFollowsThePersonsRecordingAndAvailabilityToo() async throws {
+            try await TestEnvironment.with(.init(content: nil)) { environment in
+                _ = try await Self.startReplayd(environment, consent: "allow")
+                let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["available", "watch-captured=12"],
+                                                environment: environment.environment)
+                for _ in 0..<200 where !app.currentOutput.contains("captured") { try await Task.sleep(for: .milliseconds(50)) }
+                try await Task.sleep(for: .seconds(1))  // its availability request reaches replayd
+                let record = try await environment.replay(["record", "--duration", "2", "-o", environment.outputPath("p.mp4")], timeout: .seconds(60))
+                #expect(record.succeeded, "\(record)")
+                let result = try await app.waitForExit(timeout: .seconds(30))
+                let lines = Self.lines(result.stdout)
+                let captured = lines.filter { $0["step"] as? String == "watch-captured=12" }.compactMap { $0["captured"] as? Bool }
+                #expect(captured == [false, true, false], "\(result)")
+                // The delegate heard that recording became unavailable while the person recorded, then available again.
+                let availability = lines.filter { $0["step"] as? String == "availability-changed" }.compactMap { $0["available"] as? Bool }
+                #expect(availability == [false, true], "\(result)")
             }
         }
 
