@@ -39,7 +39,7 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CXCB", pkgConfig: "xcb-shm",
-                       providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-damage0-dev", "libxcb-randr0-dev", "libxcb-composite0-dev", "libxcb-shape0-dev"])]),
+                       providers: [.apt(["libxcb1-dev", "libxcb-shm0-dev", "libxcb-xfixes0-dev", "libxcb-damage0-dev", "libxcb-randr0-dev", "libxcb-composite0-dev", "libxcb-shape0-dev", "libxcb-res0-dev"])]),
         // libpulse.pc adds -pthread/-D_REENTRANT, which SwiftPM refuses with a warning: headers are in /usr/include anyway.
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),

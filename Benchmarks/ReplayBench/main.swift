@@ -53,6 +53,7 @@ struct Record: AsyncParsableCommand {
     @Option(help: "Frames per second.") var fps: Int = 30
     @Option(help: "low | medium | high") var quality: String = "medium"
     @Option(help: "WxH+X+Y") var region: String?
+    @Option(help: "Record only this process's (and its children's) windows and sound, as an app's own recording.") var app: Int32?
     @Flag(help: "Record the default sink's monitor.") var systemAudio = false
     @Flag(help: "Record the microphone.") var mic = false
     @Flag(help: "Log at debug level.") var verbose = false
@@ -66,7 +67,9 @@ struct Record: AsyncParsableCommand {
         var logger = Logger(label: "replay-bench")
         logger.logLevel = verbose ? .debug : .warning
         let video: VideoSource
-        if let region {
+        if let app {
+            video = .application(display: display, ApplicationScope(processID: app))
+        } else if let region {
             guard let r = Self.geometry(region) else { throw ValidationError("--region is WxH+X+Y") }
             video = .region(display: display, x: r.x, y: r.y, width: r.width, height: r.height)
         } else {
@@ -74,7 +77,7 @@ struct Record: AsyncParsableCommand {
         }
         let levels: [String: EncodingQuality] = ["low": .low, "medium": .medium, "high": .high]
         let configuration = EngineConfiguration(
-            video: video, audio: (systemAudio ? [.systemMix] : []) + (mic ? [.microphone] : []),
+            video: video, audio: (systemAudio ? [app.map { .application(ApplicationScope(processID: $0)) } ?? .systemMix] : []) + (mic ? [.microphone] : []),
             audioRequired: mic || systemAudio, framesPerSecond: fps, durationSeconds: duration,
             quality: levels[quality] ?? .medium)
         let before = Self.cpuSeconds()

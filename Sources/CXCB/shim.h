@@ -8,6 +8,7 @@
 #include <xcb/randr.h>
 #include <xcb/composite.h>
 #include <xcb/shape.h>
+#include <xcb/res.h>
 #include <sys/ipc.h>
 #include <sys/shm.h>
 #endif

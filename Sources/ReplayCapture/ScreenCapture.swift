@@ -15,14 +15,19 @@ import Glibc
 ///   that changed are copied into the canvas and converted (libyuv). A static screen costs one
 ///   damage check and one cursor query per tick.
 /// - The cursor (XFixes) is composited in, with the pixels beneath kept to undo it next frame.
-/// - Windows passed to `exclude(window:)` (replayd's own indicator) are left out: what lies beneath
-///   them is recomposed from the other windows' Composite pixmaps.
+/// - Windows passed to `exclude(window:)` (replayd's own indicator) and OpenReplayKit's own windows
+///   (WM_CLASS `openreplaykit-…`, `replayd-indicator`: the consent prompt, the preview) are left out:
+///   what lies beneath them is recomposed from the other windows' Composite pixmaps.
+/// - Protected windows (`_OPENREPLAYKIT_PROTECTED` = 1) are opaque black in their shape, except
+///   where another window covers them.
+/// - Reads happen with the server grabbed, after the window list was brought up to date from the
+///   events before the grab: what is left out or blanked is where it is at that moment.
 /// - RandR: when the screen size changes, the recording keeps its size; the new screen is scaled
 ///   to fit, letterboxed.
 ///
 /// After `init`, used only by the capture thread (`update()`); `exclude(window:)` may be called
 /// from any thread.
-package final class ScreenCapture: @unchecked Sendable {
+package final class ScreenCapture: FrameSource, @unchecked Sendable {
     package let outputWidth: Int
     package let outputHeight: Int
     /// The picture, up to date after each `update()` that returned true.
@@ -56,6 +61,15 @@ package final class ScreenCapture: @unchecked Sendable {
     private var excludedRects: [PixelRect] = []   // root coordinates
     private var excludedCheckedAt: Int64 = 0
     private var redirected: Set<UInt32> = []
+    /// Windows redirected to recompose what lies beneath ours: their damage, and which of their
+    /// pixmap's pixels are their own yet (a new pixmap starts as a copy of the screen there, ours
+    /// included).
+    private var beneathDamage: [xcb_damage_damage_t: xcb_window_t] = [:]
+    private var beneathUntrusted: [xcb_window_t: CleanMask] = [:]
+    private let beneathRegion: xcb_xfixes_region_t
+    private let census: WindowCensus
+    private var censusGeneration = -1
+    private var protectedAreas: [PixelRect] = []   // root coordinates, up to date while reading
 
     /// Opens `display` and prepares to capture `region` (root coordinates; nil for the whole screen).
     package init(display: String, region: PixelRect?, logger: Logger) throws(CaptureError) {
@@ -103,8 +117,11 @@ package final class ScreenCapture: @unchecked Sendable {
         xcb_damage_create(connection, damage, x.root, UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue))
         self.damageRegion = xcb_generate_id(connection)
         xcb_xfixes_create_region(connection, damageRegion, 0, nil)
+        self.beneathRegion = xcb_generate_id(connection)
+        xcb_xfixes_create_region(connection, beneathRegion, 0, nil)
         let randr = Int(ork_xcb_randr_first_event(connection))
         self.randrEvent = randr
+        self.census = WindowCensus(x: x)
         if randr >= 0 {
             free(xcb_randr_query_version_reply(connection, xcb_randr_query_version(connection, 1, 5), nil))
             xcb_randr_select_input(connection, x.root, UInt16(XCB_RANDR_NOTIFY_MASK_SCREEN_CHANGE.rawValue))
@@ -115,6 +132,8 @@ package final class ScreenCapture: @unchecked Sendable {
     deinit {
         xcb_damage_destroy(x.connection, damage)
         xcb_xfixes_destroy_region(x.connection, damageRegion)
+        xcb_xfixes_destroy_region(x.connection, beneathRegion)
+        for id in beneathDamage.keys { xcb_damage_destroy(x.connection, id) }
         xcb_flush(x.connection)
         scaled?.deallocate()
     }
@@ -134,11 +153,43 @@ package final class ScreenCapture: @unchecked Sendable {
         while let event = xcb_poll_for_event(connection) {
             let type = Int(event.pointee.response_type & 0x7f)
             if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
-                damaged = true
+                if !windowDamaged(event) { damaged = true }
             } else if randrEvent >= 0, type == randrEvent + Int(XCB_RANDR_SCREEN_CHANGE_NOTIFY) {
                 screenChanged()
+            } else {
+                census.note(event)
             }
             free(event)
+        }
+        let cursorMoved = refreshCursor()
+        if !needsFullRead && !damaged && !census.isStale && !cursorMoved { return false }
+        // From here to the last read the windows cannot change: what is left out and blanked is
+        // where those windows are while the pixels are read.
+        xcb_grab_server(connection)
+        defer {
+            xcb_ungrab_server(connection)
+            xcb_flush(connection)
+        }
+        free(xcb_get_input_focus_reply(connection, xcb_get_input_focus(connection), nil))
+        while let event = xcb_poll_for_event(connection) {
+            let type = Int(event.pointee.response_type & 0x7f)
+            if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
+                if !windowDamaged(event) { damaged = true }
+            } else if randrEvent >= 0, type == randrEvent + Int(XCB_RANDR_SCREEN_CHANGE_NOTIFY) {
+                screenChanged()
+            } else {
+                census.note(event)
+            }
+            free(event)
+        }
+        if census.isStale { census.refresh() }
+        if census.generation != censusGeneration {
+            let before = protectedAreas
+            censusGeneration = census.generation
+            protectedAreas = Self.blankedAreas(census.windows)
+            // A window became protected or stopped being, or one moved over or off one (which need
+            // not damage anything): read everything again.
+            if before != protectedAreas { needsFullRead = true }
         }
         var reads: [PixelRect] = []
         if needsFullRead {
@@ -147,7 +198,6 @@ package final class ScreenCapture: @unchecked Sendable {
         } else if damaged {
             reads = takeDamage().map { $0.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds) }.filter { !$0.isEmpty }
         }
-        let cursorMoved = refreshCursor()
         if reads.isEmpty && !cursorMoved { return false }
 
         // What the canvas shows differently from the last picture, in canvas coordinates.
@@ -218,6 +268,7 @@ package final class ScreenCapture: @unchecked Sendable {
             // The whole picture, straight into the canvas: no copy (and, being all of it, no comparison).
             if !canvas.read(x.root, source) { logger.debug("screen read failed") }
             recompose(excluded, in: canvasPlane)
+            blankProtected(in: canvasPlane)
             return rects
         }
         let compare = !force && rects.reduce(0) { $0 + $1.area } * 2 < canvasBounds.area
@@ -245,6 +296,7 @@ package final class ScreenCapture: @unchecked Sendable {
             free(reply)
             let fresh = PixelPlane(pixels: scratchPixels + offset / 4, stride: local.width, origin: local)
             recompose(excluded, in: fresh)
+            blankProtected(in: fresh)
             let rows = compare ? changedRows(of: fresh, against: canvasPixels) : 0..<local.height
             guard !rows.isEmpty else { continue }
             let band = PixelRect(x: local.x, y: local.y + rows.lowerBound, width: local.width, height: rows.count)
@@ -331,19 +383,44 @@ package final class ScreenCapture: @unchecked Sendable {
     /// geometry counts even before they are mapped: the first frame must not catch the indicator
     /// appearing.
     private func excludedRectangles() -> [PixelRect] {
+        let ours = census.windows.filter(\.isSystemUI).map(\.outer)
         let windows = excludedWindows.withLock { $0 }
-        guard !windows.isEmpty else { return [] }
+        guard !windows.isEmpty else { return ours }
         let now = MonotonicClock.now()
         if now - excludedCheckedAt > 1_000_000_000 || excludedRects.count != windows.count {
             excludedRects = windows.compactMap { x.rootRectangle(of: $0) }
             excludedCheckedAt = now
         }
-        return excludedRects
+        return ours + excludedRects.filter { !ours.contains($0) }
+    }
+
+    /// Where protected windows show (root coordinates): each one's shape, less what windows above
+    /// it cover (opaque ones: a 32-bit window may be see-through). OpenReplayKit's own windows above
+    /// one do not count: what lies beneath them is recomposed, and so blanked too.
+    static func blankedAreas(_ windows: [TopLevelWindow]) -> [PixelRect] {
+        var areas: [PixelRect] = []
+        for (index, window) in windows.enumerated() where window.isProtected {
+            var pieces = window.shape
+            for above in windows[(index + 1)...] where !above.isSystemUI && above.clientDepth != 32 {
+                pieces = pieces.flatMap { $0.subtracting(above.outer) }
+            }
+            areas += pieces
+        }
+        return areas
+    }
+
+    /// Paints the protected windows' areas in `plane` opaque black.
+    private func blankProtected(in plane: PixelPlane) {
+        for area in protectedAreas {
+            let local = area.offsetBy(dx: -source.x, dy: -source.y).intersection(plane.origin)
+            if !local.isEmpty { plane.fill(local, with: 0xff00_0000) }
+        }
     }
 
     /// Redirects (Composite) the windows beneath the excluded ones before the first frame: a window's
     /// pixmap is empty until its client repaints, so this must happen a moment before time zero.
     package func prime() {
+        census.refresh()
         for excluded in excludedRectangles() {
             _ = windowsBeneath(excluded.intersection(source))
         }
@@ -356,7 +433,7 @@ package final class ScreenCapture: @unchecked Sendable {
     private func windowsBeneath(_ rootArea: PixelRect) -> [(window: xcb_window_t, outer: PixelRect)] {
         let connection = x.connection
         guard !rootArea.isEmpty else { return [] }
-        let excluded = Set(excludedWindows.withLock { $0 })
+        let excluded = Set(excludedWindows.withLock { $0 } + census.windows.filter(\.isSystemUI).map(\.frame))
         guard let tree = xcb_query_tree_reply(connection, xcb_query_tree(connection, x.root), nil) else { return [] }
         defer { free(tree) }
         let children = UnsafeBufferPointer(start: xcb_query_tree_children(tree), count: Int(xcb_query_tree_children_length(tree)))
@@ -377,10 +454,48 @@ package final class ScreenCapture: @unchecked Sendable {
             if !redirected.contains(window) {
                 xcb_composite_redirect_window(connection, window, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue))
                 redirected.insert(window)
+                let damage = xcb_generate_id(connection)
+                xcb_damage_create(connection, damage, window, UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue))
+                beneathDamage[damage] = window
+                beneathUntrusted[window] = CleanMask(width: outer.width, height: outer.height)
+                census.askToRedraw(window, width: outer.width, height: outer.height)
+                if let client = census.windows.first(where: { $0.frame == window && $0.client != window }) {
+                    census.askToRedraw(client.client, width: client.clientRect.width, height: client.clientRect.height)
+                }
             }
             found.append((window, outer))
         }
         return found
+    }
+
+    /// A DamageNotify for a window redirected to recompose beneath ours: what it drew is its own.
+    /// Returns false for the root's damage.
+    private func windowDamaged(_ event: UnsafeMutablePointer<xcb_generic_event_t>) -> Bool {
+        let id = UnsafeMutableRawPointer(event).assumingMemoryBound(to: xcb_damage_notify_event_t.self).pointee.damage
+        guard id != damage, let window = beneathDamage[id] else { return false }
+        let connection = x.connection
+        guard var mask = beneathUntrusted[window] else {
+            xcb_damage_subtract(connection, id, 0, 0)
+            return true
+        }
+        xcb_damage_subtract(connection, id, 0, beneathRegion)
+        if let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, beneathRegion), nil) {
+            let count = Int(xcb_xfixes_fetch_region_rectangles_length(reply))
+            if count > 0, let first = xcb_xfixes_fetch_region_rectangles(reply) {
+                for rect in UnsafeBufferPointer(start: first, count: count) {
+                    mask.mark(PixelRect(x: Int(rect.x), y: Int(rect.y), width: Int(rect.width), height: Int(rect.height)))
+                }
+            }
+            free(reply)
+        }
+        if mask.isAllClean {
+            // All its own now: recompose what lies beneath ours with it.
+            beneathUntrusted[window] = nil
+            needsFullRead = true
+        } else {
+            beneathUntrusted[window] = mask
+        }
+        return true
     }
 
     /// Repaints the parts of `plane` under `excluded` (root coordinates) from the windows beneath.
@@ -410,7 +525,19 @@ package final class ScreenCapture: @unchecked Sendable {
             defer { free(image) }
             guard Int(xcb_get_image_data_length(image)) >= part.area * 4, let data = xcb_get_image_data(image) else { continue }
             let pixels = UnsafeRawPointer(data).assumingMemoryBound(to: UInt32.self)
-            plane.copy(from: pixels, stride: part.width, into: part.offsetBy(dx: -source.x, dy: -source.y))
+            let local = part.offsetBy(dx: -source.x, dy: -source.y)
+            if let mask = beneathUntrusted[window] {
+                // Only what the window has drawn since it was redirected; black elsewhere.
+                plane.fill(local, with: 0xff00_0000)
+                let dx = part.x - outer.x, dy = part.y - outer.y
+                for row in 0..<part.height {
+                    for column in 0..<part.width where mask.isClean(x: dx + column, y: dy + row) {
+                        plane.set(x: local.x + column, y: local.y + row, to: pixels[row * part.width + column])
+                    }
+                }
+            } else {
+                plane.copy(from: pixels, stride: part.width, into: local)
+            }
         }
     }
 
@@ -465,7 +592,7 @@ package final class ScreenCapture: @unchecked Sendable {
 
 /// Pixels of the canvas area `origin` (canvas coordinates) laid out with `stride` pixels a row:
 /// the canvas itself, or a piece just read into the scratch segment.
-private struct PixelPlane {
+struct PixelPlane {
     let pixels: UnsafeMutablePointer<UInt32>
     let stride: Int
     let origin: PixelRect
@@ -479,6 +606,10 @@ private struct PixelPlane {
         for line in 0..<rect.height {
             row(rect.y + line, at: rect.x).update(from: source + line * sourceStride, count: rect.width)
         }
+    }
+
+    func set(x: Int, y: Int, to value: UInt32) {
+        row(y, at: x).pointee = value
     }
 
     func fill(_ rect: PixelRect, with value: UInt32) {

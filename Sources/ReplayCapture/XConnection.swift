@@ -140,4 +140,17 @@ package struct PixelRect: Sendable, Equatable, CustomStringConvertible {
 
     package func offsetBy(dx: Int, dy: Int) -> PixelRect { PixelRect(x: x + dx, y: y + dy, width: width, height: height) }
     package func contains(_ other: PixelRect) -> Bool { intersection(other) == other }
+
+    /// What of this rectangle `other` does not cover: up to four rectangles, not overlapping.
+    package func subtracting(_ other: PixelRect) -> [PixelRect] {
+        let cut = intersection(other)
+        guard !cut.isEmpty else { return isEmpty ? [] : [self] }
+        let pieces = [
+            PixelRect(x: x, y: y, width: width, height: cut.y - y),                      // above
+            PixelRect(x: x, y: cut.maxY, width: width, height: maxY - cut.maxY),         // below
+            PixelRect(x: x, y: cut.y, width: cut.x - x, height: cut.height),             // left
+            PixelRect(x: cut.maxX, y: cut.y, width: maxX - cut.maxX, height: cut.height), // right
+        ]
+        return pieces.filter { !$0.isEmpty }
+    }
 }

@@ -11,9 +11,12 @@ import Foundation
 /// (under `attachLock`) and only read after. Hence `@unchecked Sendable`.
 final class CapturePipeline: @unchecked Sendable {
     let configuration: EngineConfiguration
-    let capture: ScreenCapture
+    let capture: any FrameSource
     private let videoEncoder: VideoEncoder
-    private let sources: [PulseAudioSource]
+    private let sources: [any AudioCaptureSource]
+    private let roles: [SoundRole]
+    /// Which of `sources` make each track (one per configured source, or one for the mix).
+    private let trackSources: [[Int]]
     private let microphoneIndex: Int?
     private let audioEncoders: [AudioEncoder]
     private let audioTrackNames: [String]
@@ -48,22 +51,32 @@ final class CapturePipeline: @unchecked Sendable {
     private static let firstAudioWait = 240_000     // for a source's very first samples (5 s)
     private static let soundStartTimeout: Int64 = 3_000_000_000
 
-    init(configuration: EngineConfiguration, capture: ScreenCapture, encoder: VideoEncoder,
-         sources: [(AudioSource, PulseAudioSource)], logger: Logger) throws(MediaError) {
+    init(configuration: EngineConfiguration, capture: any FrameSource, encoder: VideoEncoder,
+         sources: [(AudioSource, [SoundRole])], logger: Logger) throws(MediaError) {
         self.configuration = configuration
         self.capture = capture
         self.videoEncoder = encoder
-        self.sources = sources.map(\.1)
-        self.microphoneIndex = sources.firstIndex { $0.0 == .microphone }
+        let roles = sources.flatMap(\.1)
+        self.roles = roles
+        self.sources = roles.map(\.source)
+        self.microphoneIndex = roles.firstIndex { if case .microphone = $0 { true } else { false } }
+        var perEntry: [[Int]] = []
+        var next = 0
+        for entry in sources {
+            perEntry.append(Array(next..<(next + entry.1.count)))
+            next += entry.1.count
+        }
         self.logger = logger
         // One track per source in `sources`' order (the system sound first), or one mix of them all.
         let names = sources.map(\.0.trackName)
-        audioTrackNames = configuration.audioLayout == .separateTracks || names.count <= 1 ? names : ["System sound and microphone"]
+        let separate = configuration.audioLayout == .separateTracks || names.count <= 1
+        audioTrackNames = separate ? names : [names.contains("Application sound") ? "Application sound and microphone" : "System sound and microphone"]
+        trackSources = separate ? perEntry : [Array(roles.indices)]
         var encoders: [AudioEncoder] = []
         for _ in audioTrackNames { encoders.append(try AudioEncoder(logger: logger)) }
         audioEncoders = encoders
         audioOutputs = encoders.map { _ in TrackOutputs() }
-        mixer = Mutex(AudioMixer(sourceCount: sources.count, blockSize: encoders.first?.frameSize ?? 1024,
+        mixer = Mutex(AudioMixer(sourceCount: roles.count, blockSize: encoders.first?.frameSize ?? 1024,
                                  maximumWait: Self.audioWait, firstDataWait: Self.firstAudioWait))
         // Up to half a second of pictures may wait for the encoder (its first frames are slow: libx264
         // faults its buffers in), allocated only when it falls behind; past that, frames are dropped,
@@ -150,6 +163,9 @@ final class CapturePipeline: @unchecked Sendable {
         // a monitor on a fresh PulseAudio): the recording's time zero waits for them, at most 3 s,
         // like iOS's count-down, so that it does not begin with silence. The session says
         // "starting" meanwhile.
+        // Toolkits watching the root window's `_OPENREPLAYKIT_CAPTURED` hide what they protect from now on.
+        let display = configuration.video.display
+        await DedicatedThread.run(named: "replay-flag") { CapturedFlag.begin(display: display) }
         let sourcesStarted = MonotonicClock.now()
         for source in sources { source.start() }
         // Windows beneath replayd's own (the indicator) are redirected now, so that their clients have
@@ -160,7 +176,7 @@ final class CapturePipeline: @unchecked Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         if let late = sources.first(where: { !$0.hasData }) {
-            logger.warning("audio \(late.device) sent nothing for 3 s; recording starts without waiting for it")
+            logger.warning("audio \(late.name) sent nothing for 3 s; recording starts without waiting for it")
         }
         // At least 100 ms after priming (usually already spent waiting for the sound): a few frames of
         // the other clients' time to repaint their redirected windows.
@@ -187,12 +203,13 @@ final class CapturePipeline: @unchecked Sendable {
         ]
         if !audioEncoders.isEmpty { threads.append(("replay-audio", { self.audioLoop(start: start) })) }
         await DedicatedThread.runAll(threads)
+        await DedicatedThread.run(named: "replay-flag") { CapturedFlag.end(display: display) }
         for destination in destinations {
             do throws(MediaError) { try destination.finish() } catch { record(EngineError(error)) }
         }
         let counters = mixer.withLock { $0.perSourceCounters }
         for (source, counter) in zip(sources, counters) where counter != AudioMixer.Counters() {
-            logger.info("audio \(source.device): \(counter.silenceFilled) samples of silence filled in, \(counter.discarded) late samples discarded")
+            logger.info("audio \(source.name): \(counter.silenceFilled) samples of silence filled in, \(counter.discarded) late samples discarded")
         }
         logger.info("capture finished: \(framesWritten.load(ordering: .relaxed)) frames, \(framesDropped.load(ordering: .relaxed)) dropped, \(statistics().bytesWritten) bytes")
         return failure.withLock { $0 }
@@ -363,20 +380,45 @@ final class CapturePipeline: @unchecked Sendable {
 
     private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
         let microphoneGain: Float = microphoneActive(at: block.position) ? 1 : 0
-        let gains = sources.indices.map { $0 == microphoneIndex ? microphoneGain : 1 }
-        if configuration.audioLayout == .separateTracks {
-            for (index, samples) in block.sources.enumerated() {
-                let scaled = gains[index] == 1 ? samples : AudioMixer.mix([samples], gains: [gains[index]])
-                try scaled.withUnsafeBufferPointer { buffer throws(MediaError) in
-                    try audioEncoders[index].encode(buffer, pts: block.position, to: audioOutputs[index])
-                }
-            }
-        } else {
-            let mixed = block.sources.count == 1 && gains[0] == 1 ? block.sources[0] : AudioMixer.mix(block.sources, gains: gains)
-            try mixed.withUnsafeBufferPointer { buffer throws(MediaError) in
-                try audioEncoders[0].encode(buffer, pts: block.position, to: audioOutputs[0])
+        // While a protected sink-input plays (and half a second after: the sink's monitor may still
+        // hold its last sound), the system sound is the unprotected sink-inputs' mix.
+        let protected = protectedActive(from: block.position, count: Int64(mixer.withLock { $0.blockSize }))
+        let gains: [Float] = roles.map { role in
+            switch role {
+            case .microphone: microphoneGain
+            case .systemMonitor: protected ? 0 : 1
+            case .unprotectedMix: protected ? 1 : 0
+            case .plain: 1
             }
         }
+        for (track, members) in trackSources.enumerated() {
+            let blocks = members.map { block.sources[$0] }
+            let trackGains = members.map { gains[$0] }
+            let mixed = blocks.count == 1 && trackGains[0] == 1 ? blocks[0] : AudioMixer.mix(blocks, gains: trackGains)
+            try mixed.withUnsafeBufferPointer { buffer throws(MediaError) in
+                try audioEncoders[track].encode(buffer, pts: block.position, to: audioOutputs[track])
+            }
+        }
+    }
+
+    /// Whether any sample of [position, position + count) falls where a protected sink-input played.
+    private func protectedActive(from position: Int64, count: Int64) -> Bool {
+        let start = startTime.load(ordering: .acquiring)
+        guard start != 0 else { return false }
+        var spans: [(start: Int64, end: Int64)] = []
+        for role in roles {
+            guard case .unprotectedMix(let source) = role else { continue }
+            let changes = source.protectionHistory()
+            var open: Int64?
+            for change in changes {
+                // A margin on both sides: from 100 ms before the server said so to 500 ms after.
+                let at = Self.samples(from: start, to: change.time)
+                if change.active, open == nil { open = at - 4_800 }
+                if !change.active, let from = open { spans.append((from, at + 24_000)); open = nil }
+            }
+            if let from = open { spans.append((from, Int64.max)) }
+        }
+        return spans.contains { $0.start < position + count && position < $0.end }
     }
 
     private func microphoneActive(at position: Int64) -> Bool {

@@ -72,15 +72,6 @@ public enum AudioSource: Sendable, Equatable {
     /// Only the sound one application plays (a monitor of each of its sink-inputs).
     case application(ApplicationScope)
 
-    var device: PulseAudioSource.Device {
-        switch self {
-        case .systemMix: .systemAudio
-        case .microphone: .microphone
-        // Not built yet: RecordingEngine.prepare refuses application sources before it gets here.
-        case .application: .systemAudio
-        }
-    }
-
     /// The name of its track when tracks are separate.
     public var trackName: String {
         switch self {

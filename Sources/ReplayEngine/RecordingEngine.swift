@@ -51,17 +51,14 @@ public final class RecordingEngine: Sendable {
     private static func make(configuration: EngineConfiguration, logger: Logger) throws(EngineError) -> RecordingEngine {
         FFmpegLog.route(to: logger)
         var warnings: [String] = []
-        // Placeholder until app-scoped capture lands: refuse rather than hand an app the whole screen.
-        if case .application = configuration.video {
-            throw EngineError(.captureFailed, "capturing one application's windows is not available yet")
-        }
-        if configuration.audio.contains(where: { if case .application = $0 { true } else { false } }) {
-            throw EngineError(.captureFailed, "capturing one application's sound is not available yet")
-        }
-        // 1. The screen.
-        let capture: ScreenCapture
+        // 1. The screen, or one application's windows.
+        let capture: any FrameSource
         do throws(CaptureError) {
-            capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle, logger: logger)
+            if case .application(let display, let scope) = configuration.video {
+                capture = try ApplicationCapture(display: display, processID: scope.processID, logger: logger)
+            } else {
+                capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle, logger: logger)
+            }
         } catch {
             switch error.kind {
             case .unknownDisplay: throw EngineError(.unknownDisplay, error.message)
@@ -75,10 +72,21 @@ public final class RecordingEngine: Sendable {
                                             framesPerSecond: configuration.framesPerSecond, preset: preset, crf: crf)
         let encoder = try openVideoEncoder(settings: settings, preference: configuration.encoder, logger: logger)
         // 3. Sound.
-        var sources: [(AudioSource, PulseAudioSource)] = []
+        var sources: [(AudioSource, [SoundRole])] = []
         do throws(AudioError) {
             for source in configuration.audio {
-                sources.append((source, try PulseAudioSource(device: source.device, logger: logger)))
+                switch source {
+                case .systemMix:
+                    // The sink's monitor, and beside it the unprotected sink-inputs one by one, which
+                    // stand in for it while a protected sink-input plays.
+                    sources.append((source, [.systemMonitor(try PulseAudioSource(device: .systemAudio, logger: logger)),
+                                             .unprotectedMix(try SinkInputAudioSource(selection: .unprotected, logger: logger))]))
+                case .microphone:
+                    sources.append((source, [.microphone(try PulseAudioSource(device: .microphone, logger: logger))]))
+                case .application(let scope):
+                    sources.append((source, [.plain(try SinkInputAudioSource(selection: .application(processID: scope.processID),
+                                                                             logger: logger))]))
+                }
             }
             if configuration.audio.contains(.microphone), let monitor = PulseIntrospection.defaultSourceIfMonitor() {
                 let warning = "the default sound input is \"\(monitor)\", what the computer plays, not a microphone "

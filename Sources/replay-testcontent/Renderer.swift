@@ -236,7 +236,7 @@ final class Renderer {
         return (0xff0000, 0x00ff00, 0x0000ff)
     }
 
-    private static func internAtom(_ connection: OpaquePointer, _ name: String) -> xcb_atom_t? {
+    static func internAtom(_ connection: OpaquePointer, _ name: String) -> xcb_atom_t? {
         let cookie = xcb_intern_atom(connection, 0, UInt16(name.utf8.count), name)
         guard let reply = xcb_intern_atom_reply(connection, cookie, nil) else { return nil }
         defer { free(reply) }

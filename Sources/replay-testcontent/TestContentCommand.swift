@@ -46,6 +46,37 @@ struct TestContentCommand: ParsableCommand {
     @Option(help: "X display to draw on (default: $DISPLAY).")
     var display: String?
 
+    @Option(help: ArgumentHelp("Act as one application instead: a window of this geometry (WxH+X+Y), no full-screen pattern.",
+                               discussion: "With --colour, --tone, --move-to, --second, --protected, --protected-audio."))
+    var app: String?
+
+    @Option(help: "With --app: the window's colour as RRGGBB.")
+    var colour: String = "ff0000"
+
+    @Option(help: "With --app: play a sine of this frequency (Hz).")
+    var tone: Double?
+
+    @Option(name: .customLong("move-to"), help: "With --app: move the window to X,Y after --move-after seconds.")
+    var moveTo: String?
+
+    @Option(name: .customLong("move-after"), help: "Seconds before --move-to.")
+    var moveAfter: Double = 1
+
+    @Option(help: "With --app: open a second window of this geometry (WxH+X+Y) after --second-after seconds.")
+    var second: String?
+
+    @Option(name: .customLong("second-colour"), help: "The second window's colour as RRGGBB (default: --colour).")
+    var secondColour: String?
+
+    @Option(name: .customLong("second-after"), help: "Seconds before --second opens.")
+    var secondAfter: Double = 1
+
+    @Flag(help: "With --app: set _OPENREPLAYKIT_PROTECTED=1 on the windows.")
+    var protected = false
+
+    @Flag(name: .customLong("protected-audio"), help: "With --app: the tone's sink-input carries openreplaykit.protected=1.")
+    var protectedAudio = false
+
     func validate() throws {
         guard (1...240).contains(fps) else { throw ValidationError("--fps must be between 1 and 240.") }
         if [staticScreen, desktop, fullMotion].filter({ $0 }).count > 1 {
@@ -57,6 +88,32 @@ struct TestContentCommand: ParsableCommand {
 
     func run() throws {
         StopSignal.install()
+        if let app {
+            guard let main = AppContent.geometry(app), let colour = UInt32(colour, radix: 16) else {
+                throw ValidationError("--app takes WxH+X+Y and --colour RRGGBB.")
+            }
+            var secondWindow: AppContent.Window?
+            if let second {
+                guard let g = AppContent.geometry(second), let c = UInt32(secondColour ?? self.colour, radix: 16) else {
+                    throw ValidationError("--second takes WxH+X+Y and --second-colour RRGGBB.")
+                }
+                secondWindow = AppContent.Window(colour: c, x: g.x, y: g.y, width: g.width, height: g.height)
+            }
+            let target = moveTo.flatMap { text -> (x: Int, y: Int)? in
+                let parts = text.split(separator: ",").compactMap { Int($0) }
+                return parts.count == 2 ? (parts[0], parts[1]) : nil
+            }
+            let content = AppContent(display: display, main: AppContent.Window(colour: colour, x: main.x, y: main.y, width: main.width, height: main.height),
+                                     moveTo: target, moveAfter: moveAfter, second: secondWindow, secondAfter: secondAfter,
+                                     protectedWindow: protected, tone: noAudio ? nil : tone, protectedAudio: protectedAudio, duration: duration)
+            do {
+                try content.run()
+            } catch {
+                printError("replay-testcontent: \(error)")
+                throw ExitCode(2)
+            }
+            return
+        }
         let mode: ContentMode = staticScreen ? .still : desktop ? .desktop : fullMotion ? .fullMotion : .bars
         let renderer: Renderer
         do {

@@ -1,0 +1,335 @@
+import CXCB
+import CXCBShim
+package import ReplayMedia
+package import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the capture pipeline reads pictures from: the whole screen (or a region of it), or one
+/// application's windows. Used by the capture thread only, except `exclude(window:)`.
+package protocol FrameSource: AnyObject, Sendable {
+    var outputWidth: Int { get }
+    var outputHeight: Int { get }
+    /// The picture, up to date after each `update()` that returned true.
+    var current: VideoFrame { get }
+    /// Brings `current` up to date; false when nothing visible changed (no work was done).
+    func update() throws(CaptureError) -> Bool
+    /// Leaves `window` out of every frame from now on (any thread).
+    func exclude(window: UInt32)
+    /// Redirects (Composite) what later frames read from windows' pixmaps, a moment before time
+    /// zero: a pixmap holds a window's pixels once its client has repainted.
+    func prime()
+}
+
+/// Captures only the windows of one application: the process `scope` names and every process below
+/// it. Its top-level client windows (found through `WM_STATE` under a window manager; their owner by
+/// X-Resource, `_NET_WM_PID` only as a fallback) are composited at their screen positions, in their
+/// stacking order among themselves, on black, from their Composite pixmaps: a window covered by
+/// another application's shows whole, and no pixel is ever read from the screen itself, so none of
+/// another window can be in a frame. The canvas is the screen's size.
+///
+/// Every read happens with the server grabbed, after the window list was brought up to date from
+/// the events that came before the grab: what is composited is where the windows are at that
+/// moment, also while they open, move, resize or close. A window whose owner cannot be told, or
+/// whose pixmap cannot be read, is black. A window's pixmap, when the server makes it (on redirection,
+/// mapping or resizing), starts as a copy of what the screen showed there, other windows included:
+/// until the window's own client has drawn a pixel (the capture asks it to draw all with an Expose),
+/// that pixel is black. Protected windows (`_OPENREPLAYKIT_PROTECTED`) are black
+/// in their shape. Only what changed (DAMAGE on each window, or the window list) is composited and
+/// converted; a still application costs one event poll per tick.
+package final class ApplicationCapture: FrameSource, @unchecked Sendable {
+    package let outputWidth: Int
+    package let outputHeight: Int
+    package let current: VideoFrame
+
+    private let x: XConnection
+    private let logger: Logger
+    private let census: WindowCensus
+    private let rootProcess: Int32
+    private var members: Set<Int32> = []
+    private var nonMembers: Set<Int32> = []
+    private let screenRect: PixelRect
+    private let canvas: UnsafeMutablePointer<UInt32>   // what the recording shows
+    private let next: UnsafeMutablePointer<UInt32>     // composed here, then compared with `canvas`
+    private let scratch: SharedImage
+    private let damageEvent: Int
+    private var damages: [xcb_window_t: xcb_damage_damage_t] = [:]
+    private var windowOfDamage: [xcb_damage_damage_t: xcb_window_t] = [:]
+    /// Windows whose pixmap is not all their own yet: which of its pixels the window's client (or
+    /// the server painting its background) has drawn since.
+    private var untrusted: [xcb_window_t: CleanMask] = [:]
+    private var sizes: [xcb_window_t: (width: Int, height: Int)] = [:]
+    private let damageRegion: xcb_xfixes_region_t
+    private var redirected: Set<xcb_window_t> = []
+    private var appWindows: [TopLevelWindow] = []
+    private var composedArea: PixelRect?               // where the last composition drew
+    private var needsCompose = true
+    private let excludedWindows = Mutex<[UInt32]>([])
+
+    /// Opens `display` to capture the windows of `processID` and its descendants.
+    package init(display: String, processID: Int32, logger: Logger) throws(CaptureError) {
+        let x: XConnection
+        do { x = try XConnection(display: display) } catch { throw CaptureError(.unknownDisplay, error.message) }
+        let connection = x.connection
+        guard ork_xcb_has_shm(connection) != 0 else {
+            throw CaptureError(.unsupported, "X display \(display) has no MIT-SHM extension; replayd needs it to read windows")
+        }
+        guard WindowCensus.hasExtension("Composite", connection) else {
+            throw CaptureError(.unsupported, "X display \(display) has no Composite extension, which an application's own capture needs")
+        }
+        let depth = x.screen.pointee.root_depth
+        guard depth == 24 || depth == 32, x.bitsPerPixel(depth: depth) == 32 else {
+            throw CaptureError(.unsupported, "X display \(display) has depth \(depth); replayd records 24- and 32-bit displays")
+        }
+        let damageEvent = Int(ork_xcb_damage_first_event(connection))
+        guard damageEvent >= 0 else {
+            throw CaptureError(.unsupported, "X display \(display) lacks DAMAGE, which replayd needs")
+        }
+        free(xcb_damage_query_version_reply(connection, xcb_damage_query_version(connection, 1, 1), nil))
+        free(xcb_composite_query_version_reply(connection, xcb_composite_query_version(connection, 0, 4), nil))
+        free(xcb_xfixes_query_version_reply(connection, xcb_xfixes_query_version(connection, 4, 0), nil))
+        let size = x.rootSize()
+        let screen = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
+        guard let scratch = SharedImage(owner: x, byteCount: screen.area * 4) else {
+            throw CaptureError(.unsupported, "cannot share memory with the X server of \(display) (MIT-SHM attach failed)")
+        }
+        self.x = x
+        self.logger = logger
+        self.rootProcess = processID
+        self.census = WindowCensus(x: x)
+        self.screenRect = screen
+        self.scratch = scratch
+        self.damageEvent = damageEvent
+        self.damageRegion = xcb_generate_id(connection)
+        xcb_xfixes_create_region(connection, damageRegion, 0, nil)
+        let canvas = UnsafeMutablePointer<UInt32>.allocate(capacity: screen.area)
+        canvas.initialize(repeating: 0xff00_0000, count: screen.area)
+        let next = UnsafeMutablePointer<UInt32>.allocate(capacity: screen.area)
+        next.initialize(repeating: 0xff00_0000, count: screen.area)
+        self.canvas = canvas
+        self.next = next
+        outputWidth = screen.width & ~1
+        outputHeight = screen.height & ~1
+        current = VideoFrame(width: screen.width & ~1, height: screen.height & ~1)
+        current.convert(fromBGRA: UnsafeRawPointer(canvas).assumingMemoryBound(to: UInt8.self), stride: screen.width * 4,
+                        rows: 0..<(screen.height & ~1))
+    }
+
+    deinit {
+        for damage in damages.values { xcb_damage_destroy(x.connection, damage) }
+        xcb_xfixes_destroy_region(x.connection, damageRegion)
+        xcb_flush(x.connection)
+        canvas.deallocate()
+        next.deallocate()
+    }
+
+    package func exclude(window: UInt32) {
+        excludedWindows.withLock { $0.append(window) }
+    }
+
+    package func prime() {
+        census.refresh()
+        chooseWindows()
+        xcb_flush(x.connection)
+    }
+
+    package func update() throws(CaptureError) -> Bool {
+        current.changedFraction = 0
+        guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
+        var notified: Set<xcb_damage_damage_t> = []
+        var changed = drainEvents(into: &notified) || needsCompose
+        guard changed else { return false }
+        let connection = x.connection
+        // From here to the last read the windows cannot change: the list and the pixels agree.
+        xcb_grab_server(connection)
+        defer {
+            xcb_ungrab_server(connection)
+            xcb_flush(connection)
+        }
+        free(xcb_get_input_focus_reply(connection, xcb_get_input_focus(connection), nil))
+        changed = drainEvents(into: &notified) || changed
+        if census.isStale || needsCompose {
+            census.refresh()
+            chooseWindows()
+        }
+        for damage in notified {
+            if let window = windowOfDamage[damage], untrusted[window] != nil {
+                // Which pixels the window's own drawing covered: those are its own now.
+                xcb_damage_subtract(connection, damage, 0, damageRegion)
+                markClean(window)
+            } else {
+                xcb_damage_subtract(connection, damage, 0, 0)
+            }
+        }
+        needsCompose = false
+        guard let rows = compose() else { return false }
+        let width = screenRect.width
+        (canvas + rows.lowerBound * width).update(from: next + rows.lowerBound * width, count: rows.count * width)
+        let outputRows = rows.lowerBound & ~1 ..< min(outputHeight, (rows.upperBound + 1) & ~1)
+        if !outputRows.isEmpty {
+            current.convert(fromBGRA: UnsafeRawPointer(canvas).assumingMemoryBound(to: UInt8.self), stride: width * 4, rows: outputRows)
+        }
+        current.changedFraction = Double(rows.count) / Double(max(1, screenRect.height))
+        return true
+    }
+
+    /// Takes every waiting event: damage to the application's windows, and changes of the window
+    /// list. Returns true when something may look different.
+    private func drainEvents(into notified: inout Set<xcb_damage_damage_t>) -> Bool {
+        var changed = false
+        while let event = xcb_poll_for_event(x.connection) {
+            let type = Int(event.pointee.response_type & 0x7f)
+            if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
+                let damage = UnsafeMutableRawPointer(event).assumingMemoryBound(to: xcb_damage_notify_event_t.self).pointee.damage
+                notified.insert(damage)
+                changed = true
+            } else if census.note(event) {
+                changed = true
+            }
+            free(event)
+        }
+        return changed
+    }
+
+    /// The application's windows among the display's, each redirected and watched for damage.
+    private func chooseWindows() {
+        let connection = x.connection
+        let excluded = Set(excludedWindows.withLock { $0 })
+        if census.windows.contains(where: { $0.pid.map { !members.contains($0) && !nonMembers.contains($0) } ?? false }) {
+            // A window of a process not seen before: the application may have started a child.
+            members = ProcessTree.members(rootedAt: rootProcess)
+            nonMembers = Set(census.windows.compactMap(\.pid)).subtracting(members)
+        }
+        appWindows = census.windows.filter { window in
+            guard let pid = window.pid, members.contains(pid), !window.isSystemUI else { return false }
+            return !excluded.contains(window.frame) && !excluded.contains(window.client)
+                && (window.clientDepth == 24 || window.clientDepth == 32)
+        }
+        let clients = Set(appWindows.map(\.client))
+        for window in appWindows {
+            let size = (window.clientRect.width, window.clientRect.height)
+            if !redirected.contains(window.client) {
+                xcb_composite_redirect_window(connection, window.client, UInt8(XCB_COMPOSITE_REDIRECT_AUTOMATIC.rawValue))
+                redirected.insert(window.client)
+                let damage = xcb_generate_id(connection)
+                xcb_damage_create(connection, damage, window.client, UInt8(XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY.rawValue))
+                damages[window.client] = damage
+                windowOfDamage[damage] = window.client
+                logger.debug("application window 0x\(String(window.client, radix: 16)) at \(window.clientRect)")
+            } else if let before = sizes[window.client], before == size {
+                continue
+            }
+            // A new pixmap (redirected now, or resized): a copy of the screen until the client draws.
+            sizes[window.client] = size
+            untrusted[window.client] = CleanMask(width: size.0, height: size.1)
+            census.askToRedraw(window.client, width: size.0, height: size.1)
+        }
+        for (window, damage) in damages where !clients.contains(window) {
+            xcb_damage_destroy(connection, damage)
+            damages[window] = nil
+            windowOfDamage[damage] = nil
+            redirected.remove(window)
+            untrusted[window] = nil
+            sizes[window] = nil
+        }
+    }
+
+    /// Adds the damage just fetched into `damageRegion` to `window`'s clean pixels.
+    private func markClean(_ window: xcb_window_t) {
+        let connection = x.connection
+        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return }
+        defer { free(reply) }
+        let count = Int(xcb_xfixes_fetch_region_rectangles_length(reply))
+        guard count > 0, let first = xcb_xfixes_fetch_region_rectangles(reply), var mask = untrusted[window] else { return }
+        // Damage is in the window's coordinates; its pixmap (and the mask) starts at its border.
+        let border = appWindows.first { $0.client == window }?.clientBorder ?? 0
+        for rect in UnsafeBufferPointer(start: first, count: count) {
+            mask.mark(PixelRect(x: Int(rect.x) + border, y: Int(rect.y) + border, width: Int(rect.width), height: Int(rect.height)))
+        }
+        untrusted[window] = mask.isAllClean ? nil : mask
+    }
+
+    /// Composes the application's windows into `next`, in the area they cover now or covered last
+    /// time (black elsewhere, as it already is), and returns the rows that differ from `canvas`.
+    private func compose() -> Range<Int>? {
+        let connection = x.connection
+        let rects = appWindows.map { $0.clientRect.intersection(screenRect) }.filter { !$0.isEmpty }
+        let area = rects.reduce(composedArea ?? PixelRect(x: 0, y: 0, width: 0, height: 0)) { $0.union($1) }
+        composedArea = rects.reduce(PixelRect(x: 0, y: 0, width: 0, height: 0)) { $0.union($1) }
+        guard !area.isEmpty else { return nil }
+        let plane = PixelPlane(pixels: next, stride: screenRect.width, origin: screenRect)
+        plane.fill(area, with: 0xff00_0000)
+        let pixels = scratch.address.assumingMemoryBound(to: UInt32.self)
+        for window in appWindows {
+            let part = window.clientRect.intersection(screenRect)
+            guard !part.isEmpty else { continue }
+            if window.isProtected {
+                for piece in window.shape { plane.fill(piece.intersection(screenRect), with: 0xff00_0000) }
+                continue
+            }
+            let pixmap = xcb_generate_id(connection)
+            xcb_composite_name_window_pixmap(connection, window.client, pixmap)
+            let cookie = xcb_shm_get_image(connection, pixmap, Int16(part.x - window.clientRect.x), Int16(part.y - window.clientRect.y),
+                                           UInt16(part.width), UInt16(part.height), ~0, UInt8(XCB_IMAGE_FORMAT_Z_PIXMAP.rawValue),
+                                           scratch.segment, 0)
+            var error: UnsafeMutablePointer<xcb_generic_error_t>?
+            let reply = xcb_shm_get_image_reply(connection, cookie, &error)
+            xcb_free_pixmap(connection, pixmap)
+            free(error)
+            guard let reply else { continue }   // gone or unviewable: it stays black
+            free(reply)
+            if let mask = untrusted[window.client] {
+                // Only what the window has drawn itself.
+                let dx = part.x - window.clientRect.x, dy = part.y - window.clientRect.y
+                for row in 0..<part.height {
+                    let line = next + (part.y + row) * screenRect.width + part.x
+                    for column in 0..<part.width where mask.isClean(x: dx + column, y: dy + row) {
+                        line[column] = pixels[row * part.width + column]
+                    }
+                }
+            } else {
+                plane.copy(from: pixels, stride: part.width, into: part)
+            }
+        }
+        let width = screenRect.width
+        func differs(_ row: Int) -> Bool {
+            memcmp(canvas + row * width + area.x, next + row * width + area.x, area.width * 4) != 0
+        }
+        guard let first = (area.y..<area.maxY).first(where: differs) else { return nil }
+        let last = (first..<area.maxY).reversed().first(where: differs) ?? first
+        return first..<(last + 1)
+    }
+}
+
+/// Which pixels of a window's new pixmap its own client has drawn.
+struct CleanMask {
+    let width: Int
+    let height: Int
+    private var clean: [Bool]
+    private var count = 0
+
+    init(width: Int, height: Int) {
+        self.width = max(0, width)
+        self.height = max(0, height)
+        clean = Array(repeating: false, count: self.width * self.height)
+    }
+
+    var isAllClean: Bool { count >= width * height }
+
+    func isClean(x: Int, y: Int) -> Bool {
+        x >= 0 && y >= 0 && x < width && y < height && clean[y * width + x]
+    }
+
+    mutating func mark(_ rect: PixelRect) {
+        let area = rect.intersection(PixelRect(x: 0, y: 0, width: width, height: height))
+        guard !area.isEmpty else { return }
+        for y in area.y..<area.maxY {
+            for x in area.x..<area.maxX where !clean[y * width + x] {
+                clean[y * width + x] = true
+                count += 1
+            }
+        }
+    }
+}
