@@ -12,7 +12,7 @@ struct TestApp: AsyncParsableCommand {
         commandName: "replay-testapp",
         abstract: "Runs OpenReplayKit calls in order, printing each outcome as a JSON line (for tests).",
         discussion: """
-            Steps: start, stop, stop-to=PATH, discard, present, mic=on|off, available, \
+            Steps: child=EXECUTABLE|ARG|ARG… (a child process, part of the app), start, stop, stop-to=PATH, discard, present, mic=on|off, available, \
             clip-start, clip-export=PATH:SECONDS, clip-stop, sleep=SECONDS, \
             wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
             (RPScreen.isCaptured's changes), hold (until killed).
@@ -25,6 +25,8 @@ struct TestApp: AsyncParsableCommand {
         let recorder = RPScreenRecorder.shared()
         let delegate = Delegate()
         recorder.delegate = delegate
+        var children: [Process] = []
+        defer { for child in children { child.terminate() } }
         for step in steps {
             let (name, value) = split(step)
             do {
@@ -63,6 +65,16 @@ struct TestApp: AsyncParsableCommand {
                     try await Task.sleep(for: .seconds(max(0, deadline.timeIntervalSinceNow)))
                     watcher.cancel()
                     continue
+                case "child":
+                    // A child process is part of the app (its windows and sound are the app's).
+                    let words = (value ?? "").split(separator: "|").map(String.init)
+                    let child = Process()
+                    child.executableURL = URL(fileURLWithPath: words[0])
+                    child.arguments = Array(words.dropFirst())
+                    child.standardOutput = FileHandle.nullDevice
+                    try child.run()
+                    children.append(child)
+                    try await Task.sleep(for: .seconds(1.5))   // mapped and painted
                 case "hold":
                     Self.report(step)
                     while true { try await Task.sleep(for: .seconds(60)) }

@@ -7,11 +7,8 @@ import Testing
 /// capture in the engine (`VideoSource.application`).
 extension SystemTests.AppSessionTests {
     typealias App = SystemTests.AppSessionTests
-    /// Off until the engine captures one application (branch `capture`): before that, replayd
-    /// refuses every app start with "capturing one application's windows is not available yet".
-    static let needsAppCapture = Testing.ConditionTrait.disabled("needs app-scoped capture in the engine (branch capture)")
 
-    @Test(needsAppCapture) func startStopAndDiscardThroughTheLibrary() async throws {
+    @Test func startStopAndDiscardThroughTheLibrary() async throws {
         try await TestEnvironment.with { environment in
             _ = try await App.startReplayd(environment, consent: "allow")
             let out = environment.outputPath("app.mp4")
@@ -30,7 +27,27 @@ extension SystemTests.AppSessionTests {
         }
     }
 
-    @Test(needsAppCapture) func thePersonsRecordingInterruptsTheApp() async throws {
+    /// The app's recording holds its own window (drawn by its child process) and not another
+    /// app's beside it.
+    @Test func theAppsRecordingHoldsOnlyItsOwnWindow() async throws {
+        try await TestEnvironment.with(.init(content: nil)) { environment in
+            _ = try await App.startReplayd(environment, consent: "allow")
+            let other = try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                                              options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
+            defer { Task { await other.stop() } }
+            let out = environment.outputPath("own.mp4")
+            let child = [try Binaries.testContent(), "--app", "300x300+600+100", "--colour", "00ff00", "--no-audio"].joined(separator: "|")
+            let lines = try await App.app(environment, ["child=\(child)", "start", "sleep=2", "stop-to=\(out)"])
+            #expect(try App.line(lines, "stop-to=\(out)")["ok"] as? Bool == true, "\(lines)")
+            let frame = try await FrameDecoder.frame(at: 1.0, in: out)
+            let own = frame.pixel(x: 750, y: 250)
+            let others = frame.pixel(x: 250, y: 250)
+            #expect(own.isClose(to: RGB(0, 255, 0)), "its own green window: \(own)")
+            #expect(others.isClose(to: RGB(0, 0, 0)), "black where the other app's red window is: \(others)")
+        }
+    }
+
+    @Test func thePersonsRecordingInterruptsTheApp() async throws {
         try await TestEnvironment.with { environment in
             _ = try await App.startReplayd(environment, consent: "allow")
             let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "wait-stopped=60"],
@@ -50,7 +67,7 @@ extension SystemTests.AppSessionTests {
         }
     }
 
-    @Test(needsAppCapture) func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
+    @Test func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
         try await TestEnvironment.with { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
             let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "hold"], environment: environment.environment)
