@@ -8,15 +8,21 @@ import Testing
 extension SystemTests.AppSessionTests {
     typealias App = SystemTests.AppSessionTests
 
+    /// The step that gives the test app a window of its own (a child process drawing blue).
+    static func window() throws -> String {
+        "child=" + [try Binaries.testContent(), "--app", "200x200+50+50", "--colour", "0000ff", "--no-audio"].joined(separator: "|")
+    }
+
     @Test func startStopAndDiscardThroughTheLibrary() async throws {
         try await TestEnvironment.with { environment in
-            _ = try await App.startReplayd(environment, consent: "allow")
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
             let out = environment.outputPath("app.mp4")
-            let lines = try await App.app(environment, ["start", "start", "sleep=2", "stop-to=/nonexistent/folder/x.mp4",
+            let lines = try await App.app(environment, [try App.window(), "start", "start", "sleep=2", "stop-to=/nonexistent/folder/x.mp4",
                                                         "stop-to=\(out)", "stop", "start", "sleep=1", "discard",
                                                         "start", "sleep=1", "stop", "discard"])
-            #expect(lines.first?["ok"] as? Bool == true, "started: \(lines)")
-            #expect(App.code(lines[1]) == -5830, "attemptToStartInRecordingState: \(lines[1])")
+            #expect(lines[1]["ok"] as? Bool == true, "started: \(lines)")
+            #expect(App.code(lines[2]) == -5830, "attemptToStartInRecordingState: \(lines[2])")
             #expect(App.code(try App.line(lines, "stop-to=/nonexistent/folder/x.mp4")) == -5835, "filePermissions")
             #expect(try App.line(lines, "stop-to=\(out)")["ok"] as? Bool == true, "\(lines)")
             #expect(App.code(try App.line(lines, "stop")) == -5829, "stop with nothing recording")
@@ -31,7 +37,8 @@ extension SystemTests.AppSessionTests {
     /// app's beside it.
     @Test func theAppsRecordingHoldsOnlyItsOwnWindow() async throws {
         try await TestEnvironment.with(.init(content: nil)) { environment in
-            _ = try await App.startReplayd(environment, consent: "allow")
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
             let other = try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
                                                               options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
             defer { Task { await other.stop() } }
@@ -49,8 +56,9 @@ extension SystemTests.AppSessionTests {
 
     @Test func thePersonsRecordingInterruptsTheApp() async throws {
         try await TestEnvironment.with { environment in
-            _ = try await App.startReplayd(environment, consent: "allow")
-            let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "wait-stopped=60"],
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "wait-stopped=60"],
                                             environment: environment.environment)
             defer { Task { await app.terminate() } }
             for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
@@ -70,7 +78,7 @@ extension SystemTests.AppSessionTests {
     @Test func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
         try await TestEnvironment.with { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
-            let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["start", "hold"], environment: environment.environment)
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "hold"], environment: environment.environment)
             for _ in 0..<300 where !app.currentOutput.contains("hold") { try await Task.sleep(for: .milliseconds(50)) }
             #expect(App.appRecordings(environment).count == 1, "\(app.currentOutput)")
             app.signal(SIGKILL)

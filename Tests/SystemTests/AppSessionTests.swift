@@ -49,7 +49,8 @@ extension SystemTests {
 
         @Test func badInputGivesReplayKitsErrors() async throws {
             try await TestEnvironment.with(.init(content: nil)) { environment in
-                _ = try await Self.startReplayd(environment, consent: "allow")
+                let replayd = try await Self.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
                 let out = environment.outputPath("never.mp4")
                 let lines = try await Self.app(environment, ["available", "stop", "stop-to=\(out)", "clip-export=\(out):20",
                                                              "clip-export=\(out):5", "clip-stop"])
@@ -73,7 +74,8 @@ extension SystemTests {
 
         @Test func declinedConsentIsUserDeclinedAndNothingIsCaptured() async throws {
             try await TestEnvironment.with(.init(content: nil)) { environment in
-                _ = try await Self.startReplayd(environment, consent: "deny")
+                let replayd = try await Self.startReplayd(environment, consent: "deny")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
                 let lines = try await Self.app(environment, ["mic=on", "start", "clip-start", "available"])
                 let start = try Self.line(lines, "start")
                 #expect(Self.code(start) == -5801, "userDeclined: \(start)")
@@ -96,7 +98,8 @@ extension SystemTests {
 
         @Test func isCapturedFollowsThePersonsRecordingAndAvailabilityToo() async throws {
             try await TestEnvironment.with(.init(content: nil)) { environment in
-                _ = try await Self.startReplayd(environment, consent: "allow")
+                let replayd = try await Self.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
                 let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["available", "watch-captured=12"],
                                                 environment: environment.environment)
                 for _ in 0..<200 where !app.currentOutput.contains("captured") { try await Task.sleep(for: .milliseconds(50)) }
