@@ -19,6 +19,8 @@ let package = Package(
         .executable(name: "replay-ui", targets: ["replay-ui"]),
         .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
         .executable(name: "replay-bench", targets: ["replay-bench"]),
+        // For apps: ReplayKit's names (RPScreenRecorder…) over replayd.
+        .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -93,6 +95,9 @@ let package = Package(
                           dependencies: ["ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
 
+        // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
+        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC"], swiftSettings: swiftSettings),
+
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,
         // the web app, and a thin composition that runs them in one service group.
@@ -150,6 +155,10 @@ let package = Package(
         .executableTarget(name: "replay-testcontent",
                           dependencies: ["CXCB", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+        // A test "app" that drives OpenReplayKit from its own process (SystemTests run it).
+        .executableTarget(name: "replay-testapp",
+                          dependencies: ["OpenReplayKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
@@ -162,6 +171,7 @@ let package = Package(
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
         .testTarget(name: "SystemWindowsTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "BroadcastWeb", "BroadcastStore", "BroadcastMedia", "RTMP", "ReplayFFmpeg", "ReplayTesting",

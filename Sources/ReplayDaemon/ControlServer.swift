@@ -22,12 +22,18 @@ package struct ControlServer: Service {
         package var idleExit: Duration?
         package var software: String
         package var statusInterval: Duration
+        /// How apps' consent is asked: the system window, or a fixed answer (tests only).
+        package var consentPrompt: ConsentPrompt
+        /// What apps' sessions capture: always `.application`, except in in-process tests.
+        package var appCaptureScope: AppCaptureScope = .application
 
-        package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500)) {
+        package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
+                     consentPrompt: ConsentPrompt = .systemWindow) {
             self.paths = paths
             self.idleExit = idleExit
             self.software = software
             self.statusInterval = statusInterval
+            self.consentPrompt = consentPrompt
         }
     }
 
@@ -50,7 +56,8 @@ package struct ControlServer: Service {
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger)
+        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
+                                          appCaptureScope: configuration.appCaptureScope)
         var router = ControlRouter()
         sessions.register(in: &router)
         self.router = router
@@ -160,7 +167,7 @@ package struct ControlServer: Service {
             logger.warning("refused a connection from another user", metadata: ["peer-uid": "\(peer.uid)"])
             continuation.yield(Self.goodbye(ReplayError(.permissionDenied, "replayd of uid \(getuid()) serves only its own user; you are uid \(peer.uid). Run your own replayd (`replay` starts it).")))
             continuation.finish()
-        } else if let id = await sessions.register(continuation) {
+        } else if let id = await sessions.register(continuation, pid: peer.pid) {
             connectionID = id
             logger.debug("client connected", metadata: ["connection": "\(id)"])
         } else {

@@ -29,43 +29,81 @@ package struct SessionSlot: Hashable, Sendable, CustomStringConvertible {
 /// to it; and the connections. Every `await` is followed by asking the slot's state machine again.
 package actor RecordingSessions {
     package typealias Outbox = AsyncStream<ControlMessage>.Continuation
-    private typealias StopWaiter = CheckedContinuation<Result<SessionStatus?, ReplayError>, Never>
+    typealias StopWaiter = CheckedContinuation<Result<SessionStatus?, ReplayError>, Never>
 
     /// One slot's session and what hangs on it.
-    private struct Slot {
+    struct Slot {
         var machine = SessionStateMachine()
         var recorder: RecordingEngine?
+        /// The clip buffer of a clip session (`replay clip`, an app's `startClipBuffering`).
+        var clip: ClipBuffer?
         var indicator: RecordingIndicator?
         var runTask: Task<Void, Never>?
         var stopWaiters: [StopWaiter] = []
         /// Connections that receive this slot's status and end events.
         var subscribers: Set<UInt64> = []
+        /// Set when the system ends an app's session (a system session took over, the app left):
+        /// the file is removed at the end and the app hears this error.
+        var discardReason: ReplayError?
     }
 
-    private let logger: Logger
-    private var slots: [SessionSlot: Slot] = [:]
-    private var connections: [UInt64: Outbox] = [:]
+    let logger: Logger
+    /// replayd's private folder: app recordings are kept there until saved or discarded.
+    let paths: ControlPaths
+    var slots: [SessionSlot: Slot] = [:]
+    var connections: [UInt64: Outbox] = [:]
+    /// Who is at the other end of each connection (SO_PEERCRED's pid).
+    var connectionPIDs: [UInt64: Int32] = [:]
     private var nextConnectionID: UInt64 = 1
     package private(set) var isShuttingDown = false
+    /// Apps' consent answers, remembered for a while (`ConsentStore.memory`).
+    var consent = ConsentStore()
+    /// Consent prompts on screen now, by executable: a second start of the same app waits for the same answer.
+    var pendingConsent: [String: Task<Result<SystemWindows.ConsentAnswer, ReplayError>, Never>] = [:]
+    let consentPrompt: ConsentPrompt
+    let appCaptureScope: AppCaptureScope
+    /// The clock of consent's memory (tests move it on).
+    let now: @Sendable () -> ContinuousClock.Instant
+    /// An app's stopped recording, kept for its preview until saved, shared or discarded (by owner pid).
+    var keptRecordings: [Int32: String] = [:]
+    /// The display each kept recording was made on (where its preview shows).
+    var keptDisplays: [Int32: String] = [:]
+    /// Clip buffers saving a clip now.
+    var exporting: Set<SessionSlot> = []
+    /// Connections that asked for availability: they hear `availabilityChanged` and `capturedChanged`.
+    var watchers: Set<UInt64> = []
+    /// What the watchers last heard.
+    var lastCaptured = false
+    var lastAvailable = true
 
-    package init(logger: Logger) {
+    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
+                 appCaptureScope: AppCaptureScope = .application, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
+        self.paths = paths
+        self.consentPrompt = consentPrompt
+        self.appCaptureScope = appCaptureScope
+        self.now = now
     }
 
     // MARK: connections
 
     /// Registers a connection's outbox; nil when replayd is shutting down (then say goodbye).
-    package func register(_ outbox: Outbox) -> UInt64? {
+    package func register(_ outbox: Outbox, pid: Int32? = nil) -> UInt64? {
         guard !isShuttingDown else { return nil }
         let id = nextConnectionID
         nextConnectionID += 1
         connections[id] = outbox
+        if let pid { connectionPIDs[id] = pid }
         return id
     }
 
-    package func unregister(_ id: UInt64) {
+    package func unregister(_ id: UInt64) async {
         connections[id] = nil
+        watchers.remove(id)
         for slot in slots.keys { slots[slot]?.subscribers.remove(id) }
+        guard let pid = connectionPIDs.removeValue(forKey: id), !connectionPIDs.values.contains(pid) else { return }
+        // The app's last connection is gone: its sessions end and their files go.
+        await appLeft(pid: pid)
     }
 
     package func subscribe(_ id: UInt64, to slot: SessionSlot = .systemRecording) -> SessionStatus? {
@@ -77,6 +115,7 @@ package actor RecordingSessions {
     package func closeAllConnections() {
         for outbox in connections.values { outbox.finish() }
         connections = [:]
+        watchers = []
         for slot in slots.keys { slots[slot]?.subscribers = [] }
     }
 
@@ -91,7 +130,7 @@ package actor RecordingSessions {
         }
     }
 
-    private func broadcast(_ event: some ControlEventBody, to subscribers: Set<UInt64>) {
+    func broadcast(_ event: some ControlEventBody, to subscribers: Set<UInt64>) {
         guard let message = Self.message(event) else { return }
         for id in subscribers { connections[id]?.yield(message) }
     }
@@ -119,25 +158,43 @@ package actor RecordingSessions {
         router.on(SubscribeRequest.self) { [self] _, context in
             SessionAnswer(status: await subscribe(context.connection))
         }
+        router.on(SessionsRequest.self) { [self] _, _ in
+            SessionsAnswer(sessions: await allStatuses())
+        }
+        registerAppMethods(in: &router)
     }
 
     // MARK: requests
 
-    /// Starts the system recording (`replay record`).
+    /// Starts the system recording (`replay record`). It has priority: every app session ends
+    /// (`interrupted`, its recording discarded) first.
     package func start(options: RecordingOptions, clientPID: Int32, connection: UInt64?) async -> Result<SessionStatus?, ReplayError> {
-        let slot = SessionSlot.systemRecording
         guard !isShuttingDown else {
             return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
         }
         do throws(ReplayError) { try options.validate() } catch { return .failure(error) }
+        if slots[.systemRecording]?.machine.isIdle ?? true { await interruptAppSessions() }
+        let result = await startSession(in: .systemRecording, options: options, configuration: EngineConfiguration(options),
+                                        output: .movie, clientPID: clientPID, connection: connection)
+        noteAvailability()
+        return result
+    }
+
+    /// Starts a session in `slot` with the engine configured as `configuration`, writing to `output`.
+    func startSession(in slot: SessionSlot, options: RecordingOptions, configuration: EngineConfiguration, output: SessionOutput,
+                      clientPID: Int32, connection: UInt64?) async -> Result<SessionStatus?, ReplayError> {
+        guard !isShuttingDown else {
+            return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
+        }
         let session = SessionStateMachine.Session(id: Self.makeSessionID(), kind: slot.kind, clientPID: clientPID,
-                                                  options: options, startedAt: Date())
+                                                  options: options, startedAt: Date(), owner: slot.owner, output: output)
         switch slots[slot, default: Slot()].machine.startRequested(session) {
         case .reject(let error):
             return .failure(error)
         case .prepare:
             break
         }
+        slots[slot]?.discardReason = nil
         if let connection, connections[connection] != nil { slots[slot]?.subscribers.insert(connection) }
         var sessionLogger = logger
         sessionLogger[metadataKey: "session"] = "\(session.id)"
@@ -146,8 +203,9 @@ package actor RecordingSessions {
         ])
 
         let prepared: RecordingEngine
+        let clip: ClipBuffer?
         do throws(ReplayError) {
-            prepared = try await Self.prepare(options, logger: sessionLogger)
+            (prepared, clip) = try await Self.prepare(options, configuration: configuration, output: output, logger: sessionLogger)
         } catch {
             _ = slots[slot]?.machine.prepareFailed(id: session.id)
             sessionLogger.notice("the recording could not start: \(error.message)", metadata: ["code": "\(error.code)"])
@@ -163,6 +221,7 @@ package actor RecordingSessions {
             return .failure(ReplayError(.internal, "the recording was abandoned while it started. Run the command again."))
         }
         slots[slot]?.recorder = prepared
+        slots[slot]?.clip = clip
         if action == .beginAndStop { prepared.stop() }
 
         // The indicator, on the recorded display, left out of the frames.
@@ -185,6 +244,7 @@ package actor RecordingSessions {
             await self.runEnded(slot: slot, sessionID: session.id, recorder: prepared, error: failure, logger: sessionLogger)
         }
         sessionLogger.info("recording", metadata: ["size": "\(prepared.width)x\(prepared.height)", "encoder": "\(prepared.encoderName)"])
+        noteCaptured()
         return .success(status(of: slot))
     }
 
@@ -226,6 +286,12 @@ package actor RecordingSessions {
     /// Stops every session and waits for their files to be finished (SIGTERM, SIGINT, idle).
     package func shutdown() async {
         isShuttingDown = true
+        // An app's recording cannot reach its app any more: it goes.
+        for (slot, entry) in slots where slot.owner != nil && !entry.machine.isIdle {
+            slots[slot]?.discardReason = ReplayError(.shuttingDown, "replayd is shutting down: the app's recording was discarded.")
+        }
+        for kept in keptRecordings.values { unlink(kept) }
+        keptRecordings = [:]
         for (slot, entry) in slots where !entry.machine.isIdle {
             logger.notice("shutting down: finishing the \(slot) first")
             _ = await stop(slot)
@@ -237,12 +303,23 @@ package actor RecordingSessions {
 
     /// Opens the engine for `options`, then the file (last: nothing is left on disk when anything
     /// before fails), and attaches the file to the engine.
-    private nonisolated static func prepare(_ options: RecordingOptions, logger: Logger) async throws(ReplayError) -> RecordingEngine {
+    private nonisolated static func prepare(_ options: RecordingOptions, configuration: EngineConfiguration, output: SessionOutput,
+                                            logger: Logger) async throws(ReplayError) -> (RecordingEngine, ClipBuffer?) {
         let engine: RecordingEngine
         do throws(EngineError) {
-            engine = try await RecordingEngine.prepare(configuration: EngineConfiguration(options), logger: logger)
+            engine = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
         } catch {
             throw ReplayError(error)
+        }
+        if case .clip(let seconds) = output {
+            // Two seconds more than asked: a clip of N seconds starts at the keyframe before them.
+            let clip = ClipBuffer(seconds: seconds + SessionOutput.keyframeMargin, logger: logger)
+            do throws(EngineError) {
+                try engine.attach(clip)
+            } catch {
+                throw ReplayError(error)
+            }
+            return (engine, clip)
         }
         let writer: MovieWriter
         do throws(MediaError) {
@@ -256,7 +333,7 @@ package actor RecordingSessions {
             unlink(options.outputPath)
             throw ReplayError(error)
         }
-        return engine
+        return (engine, nil)
     }
 
     /// Runs the engine (off this actor) until it has finished the file.
@@ -272,6 +349,10 @@ package actor RecordingSessions {
     private func stopFromIndicator(slot: SessionSlot, sessionID: String) async {
         guard slots[slot]?.machine.current?.id == sessionID else { return }
         logger.info("the indicator was clicked", metadata: ["session": "\(sessionID)"])
+        if slot.owner != nil {
+            // The person stopped an app's session: it ends as when the system interrupts it.
+            slots[slot]?.discardReason = ReplayError(.interrupted, "the person stopped this app's recording with the indicator: it was discarded.")
+        }
         _ = await stop(slot)
     }
 
@@ -281,7 +362,15 @@ package actor RecordingSessions {
         slots[slot]?.indicator = nil
         slots[slot]?.runTask = nil
         slots[slot]?.recorder = nil
+        slots[slot]?.clip = nil
+        let discardReason = slots[slot]?.discardReason
+        slots[slot]?.discardReason = nil
+        let error = discardReason ?? error
         let final = makeStatus(session, state: error == nil ? .finished : .failed, recorder: finished, error: error)
+        if discardReason != nil, case .movie = session.output {
+            unlink(session.options.outputPath)
+            logger.info("the app's recording was discarded", metadata: ["output": "\(session.options.outputPath)", "reason": "\(discardReason!.code)"])
+        }
         if let error {
             logger.error("the recording ended with an error: \(error.message)", metadata: ["code": "\(error.code)"])
         } else {
@@ -298,7 +387,15 @@ package actor RecordingSessions {
         // The window is gone before anyone hears that the session ended.
         await indicator?.close()
         broadcast(SessionEndedEvent(status: final, error: error), to: audience)
-        for waiter in waiters { waiter.resume(returning: .success(final)) }
+        // The system ended an app's session (not the app): its connections hear why.
+        // (`no-session` as the reason: the app discarded it or left, so there is no one to tell.)
+        let appCaused = discardReason?.code == .noSession
+        if let owner = slot.owner, let error, !appCaused, waiters.isEmpty || discardReason != nil {
+            broadcast(AppSessionStoppedEvent(status: final, error: error), to: connectionsOf(pid: owner))
+        }
+        for waiter in waiters { waiter.resume(returning: discardReason.map { .failure($0) } ?? .success(final)) }
+        noteCaptured()
+        if slot == .systemRecording { noteAvailability() }
     }
 
     private func resumeStopWaiters(of slot: SessionSlot, _ response: Result<SessionStatus?, ReplayError>) {
@@ -307,12 +404,12 @@ package actor RecordingSessions {
         for waiter in waiters { waiter.resume(returning: response) }
     }
 
-    private func makeStatus(_ session: SessionStateMachine.Session, state: SessionStatus.State,
+    func makeStatus(_ session: SessionStateMachine.Session, state: SessionStatus.State,
                             recorder: RecordingEngine?, error: ReplayError?) -> SessionStatus {
         let statistics = recorder?.statistics() ?? EngineStatistics()
         // Until time zero (the sound sources are still coming up) the session is starting.
         let state = state == .running && recorder != nil && !statistics.capturing ? .starting : state
-        return SessionStatus(
+        var status = SessionStatus(
             id: session.id, kind: session.kind, state: state, clientPID: session.clientPID, outputPath: session.options.outputPath,
             display: session.options.display, width: recorder?.width ?? 0, height: recorder?.height ?? 0,
             framesPerSecond: session.options.framesPerSecond, elapsedSeconds: statistics.elapsedSeconds,
@@ -321,6 +418,13 @@ package actor RecordingSessions {
             microphoneRecorded: recorder?.microphoneRecorded ?? false,
             systemAudioRecorded: recorder?.systemAudioRecorded ?? false,
             encoder: recorder?.encoderName ?? "", warnings: recorder?.warnings ?? [], error: error)
+        guard case .clip(let seconds) = session.output else { return status }
+        // A clip buffer's bytes are what it holds in memory now.
+        let clip = slots[SessionSlot(kind: session.kind, owner: session.owner)]?.clip
+        status.clipSeconds = seconds
+        status.bufferedSeconds = clip?.bufferedSeconds ?? 0
+        status.bytesWritten = clip?.bytesWritten ?? 0
+        return status
     }
 
     private static func makeSessionID() -> String {

@@ -14,13 +14,19 @@ package struct SessionStateMachine: Sendable {
         package var clientPID: Int32
         package var options: RecordingOptions
         package var startedAt: Date
+        /// The app it belongs to (its slot's owner), nil for the person's sessions.
+        package var owner: Int32?
+        package var output: SessionOutput
 
-        package init(id: String, kind: SessionStatus.Kind = .recording, clientPID: Int32, options: RecordingOptions, startedAt: Date) {
+        package init(id: String, kind: SessionStatus.Kind = .recording, clientPID: Int32, options: RecordingOptions, startedAt: Date,
+                     owner: Int32? = nil, output: SessionOutput = .movie) {
             self.id = id
             self.kind = kind
             self.clientPID = clientPID
             self.options = options
             self.startedAt = startedAt
+            self.owner = owner
+            self.output = output
         }
     }
 
@@ -159,6 +165,18 @@ package struct SessionStateMachine: Sendable {
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
     }
+}
+
+/// What a session writes to.
+package enum SessionOutput: Sendable, Equatable {
+    /// A movie file (the session's `options.outputPath`).
+    case movie
+    /// A clip buffer of the last `seconds`, in memory (kept with `keyframeMargin` more).
+    case clip(seconds: Double)
+
+    /// What a clip buffer keeps beyond its length: one keyframe interval, so that a clip of its
+    /// whole length can start at the keyframe before it.
+    package static let keyframeMargin = 2.0
 }
 
 /// When replayd leaves by itself: after `limit` with no session and no client connected.

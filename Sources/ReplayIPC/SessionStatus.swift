@@ -33,6 +33,10 @@ public struct SessionStatus: Codable, Sendable, Equatable {
     public var warnings: [String]
     /// Why it failed (`state == .failed`), e.g. the disk filled up; the file holds what came before.
     public var error: ReplayError?
+    /// A clip buffer's length (`replay clip start --seconds`); absent for other sessions.
+    public var clipSeconds: Double?
+    /// Seconds a clip buffer holds now (its memory is `bytesWritten`).
+    public var bufferedSeconds: Double?
 
     public init(id: String, kind: Kind = .recording, state: State, clientPID: Int32, outputPath: String,
                 display: String, width: Int, height: Int, framesPerSecond: Int, elapsedSeconds: Double = 0,

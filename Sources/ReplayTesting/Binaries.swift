@@ -42,4 +42,6 @@ public enum Binaries {
     public static func replayd() throws -> String { try path("replayd") }
     /// The test content program.
     public static func testContent() throws -> String { try path("replay-testcontent") }
+    /// The test "app" that drives the OpenReplayKit library.
+    public static func testApp() throws -> String { try path("replay-testapp") }
 }

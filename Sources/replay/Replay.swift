@@ -24,9 +24,11 @@ struct Replay: AsyncParsableCommand {
               replay mic off                # the mic track goes on, silent
               replay stop                   # finishes the file, prints it
               replay toggle --notify        # start, or stop what runs (for a shortcut)
+              replay clip start --seconds 30 && replay clip save   # instant replay
+              replay privacy list           # apps you allowed to record themselves
             """,
         version: Daemon.version,
-        subcommands: [Record.self, Stop.self, Status.self, Mic.self, Toggle.self])
+        subcommands: [Record.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self])
 }
 
 // MARK: - talking to replayd

@@ -4,7 +4,7 @@ import Foundation
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show what is recording: file, elapsed time, frames, drops, microphone.",
+        abstract: "Show what is recording: file, elapsed time, frames, drops, microphone; the clip buffer and its memory; apps recording themselves.",
         discussion: """
             When nothing is recording it prints "nothing is recording" and exits with status 0 \
             (with --json: {"state":"idle"}). It never starts replayd.
@@ -19,11 +19,18 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let status: SessionStatus?? = try await Daemon.withConnection(start: false) { connection in
-                try await connection.request(.status).status
+            let answer: (SessionStatus?, [SessionStatus])? = try await Daemon.withConnection(start: false) { connection in
+                let status = try await connection.request(.status).status
+                // Other sessions (the clip buffer, apps'): a replayd without them answers bad-request.
+                let others = (try? await connection.request(SessionsRequest()).sessions) ?? []
+                return (status, others.filter { $0.kind != .recording })
             }
-            guard let status = status ?? nil else {
-                printOutput(json ? #"{"state":"idle"}"# : "nothing is recording")
+            let others = answer?.1 ?? []
+            if !json {
+                for other in others { printOutput(Self.describeOther(other)) }
+            }
+            guard let status = answer?.0 else {
+                if json || others.isEmpty { printOutput(json ? #"{"state":"idle"}"# : "nothing is recording") }
                 return
             }
             if json {
@@ -34,6 +41,15 @@ struct Status: AsyncParsableCommand {
                 printOutput(Self.describe(status))
             }
         }
+    }
+
+    /// One line for a clip buffer or an app's session.
+    static func describeOther(_ s: SessionStatus) -> String {
+        if s.kind == .clip {
+            return "clip buffer: keeping the last \(Format.duration(s.clipSeconds ?? 0)) of display \(s.display), holding \(Format.duration(s.bufferedSeconds ?? 0)) in \(Format.bytes(s.bytesWritten)) of memory (session \(s.id))"
+        }
+        let what = s.kind == .appClip ? "buffering clips" : s.kind == .appRecording ? "recording itself" : s.kind.rawValue
+        return "app pid \(s.clientPID): \(what) on display \(s.display), \(Format.duration(s.elapsedSeconds)) (session \(s.id))"
     }
 
     static func describe(_ s: SessionStatus) -> String {

@@ -1,0 +1,151 @@
+import ArgumentParser
+import Foundation
+import OpenReplayKit
+import Synchronization
+
+/// A test "app": drives OpenReplayKit from its own process, step by step, and prints one JSON line
+/// per step (`{"step":…,"ok":true}` or the error as `NSError`: domain, code, description), so that
+/// system tests check what an app sees.
+@main
+struct TestApp: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay-testapp",
+        abstract: "Runs OpenReplayKit calls in order, printing each outcome as a JSON line (for tests).",
+        discussion: """
+            Steps: child=EXECUTABLE|ARG|ARG… (a child process, part of the app), start, stop, stop-to=PATH, discard, present, mic=on|off, available, \
+            clip-start, clip-export=PATH:SECONDS, clip-stop, sleep=SECONDS, \
+            wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
+            (RPScreen.isCaptured's changes), hold (until killed).
+            """)
+
+    @Argument(help: "The steps.")
+    var steps: [String]
+
+    func run() async throws {
+        let recorder = RPScreenRecorder.shared()
+        let delegate = Delegate()
+        recorder.delegate = delegate
+        var children: [Process] = []
+        defer { for child in children { child.terminate() } }
+        for step in steps {
+            let (name, value) = split(step)
+            do {
+                switch name {
+                case "start": try await recorder.startRecording()
+                case "stop":
+                    let preview = try await recorder.stopRecording()
+                    Self.report(step, extra: ["preview": .string(String(describing: type(of: preview)))])
+                    continue
+                case "stop-to": try await recorder.stopRecording(withOutput: URL(fileURLWithPath: value ?? ""))
+                case "discard": await recorder.discardRecording()
+                case "mic": recorder.isMicrophoneEnabled = value == "on"
+                case "available":
+                    Self.report(step, extra: ["available": .bool(recorder.isAvailable), "recording": .bool(recorder.isRecording)])
+                    continue
+                case "clip-start": try await recorder.startClipBuffering()
+                case "clip-export":
+                    let parts = (value ?? "").split(separator: ":", maxSplits: 1).map(String.init)
+                    try await recorder.exportClip(to: URL(fileURLWithPath: parts[0]), duration: Double(parts.last ?? "") ?? 0)
+                case "clip-stop": try await recorder.stopClipBuffering()
+                case "sleep": try await Task.sleep(for: .seconds(Double(value ?? "1") ?? 1))
+                case "wait-stopped":
+                    let error = await delegate.waitForStop(seconds: Double(value ?? "30") ?? 30)
+                    guard let error else { throw TestAppError("the delegate heard no stop") }
+                    Self.report(step, extra: ["delegate": .bool(true), "domain": .string(error.domain), "code": .int(error.code),
+                                              "description": .string(error.description)])
+                    continue
+                case "watch-captured":
+                    let seconds = Double(value ?? "10") ?? 10
+                    let deadline = Date().addingTimeInterval(seconds)
+                    let watcher = Task {
+                        for await captured in RPScreen.main.capturedChanges {
+                            Self.report(step, extra: ["captured": .bool(captured), "time": .double(Date().timeIntervalSince1970)])
+                        }
+                    }
+                    try await Task.sleep(for: .seconds(max(0, deadline.timeIntervalSinceNow)))
+                    watcher.cancel()
+                    continue
+                case "child":
+                    // A child process is part of the app (its windows and sound are the app's).
+                    let words = (value ?? "").split(separator: "|").map(String.init)
+                    let child = Process()
+                    child.executableURL = URL(fileURLWithPath: words[0])
+                    child.arguments = Array(words.dropFirst())
+                    child.standardOutput = FileHandle.nullDevice
+                    try child.run()
+                    children.append(child)
+                    try await Task.sleep(for: .seconds(1.5))   // mapped and painted
+                case "hold":
+                    Self.report(step)
+                    while true { try await Task.sleep(for: .seconds(60)) }
+                default:
+                    throw TestAppError("unknown step \(name)")
+                }
+                Self.report(step)
+            } catch {
+                Self.report(step, error: error)
+            }
+        }
+    }
+
+    private func split(_ step: String) -> (String, String?) {
+        guard let equals = step.firstIndex(of: "=") else { return (step, nil) }
+        return (String(step[..<equals]), String(step[step.index(after: equals)...]))
+    }
+
+    enum Value { case string(String), bool(Bool), double(Double), int(Int) }
+
+    static func report(_ step: String, error: (any Error)? = nil, extra: [String: Value] = [:]) {
+        var fields = extra
+        fields["step"] = .string(step)
+        if let error {
+            // What an iOS app would read: the error as NSError.
+            let bridged = error as NSError
+            fields["domain"] = .string(bridged.domain)
+            fields["code"] = .int(bridged.code)
+            fields["description"] = .string(bridged.localizedDescription)
+            fields["ok"] = .bool(false)
+        } else {
+            fields["ok"] = .bool(true)
+        }
+        let object = fields.mapValues { value -> Any in
+            switch value {
+            case .string(let s): s
+            case .bool(let b): b
+            case .double(let d): d
+            case .int(let i): i
+            }
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}
+
+struct TestAppError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Hears the recorder's delegate calls.
+final class Delegate: RPScreenRecorderDelegate {
+    /// The error of the last stop the system made (as NSError's domain, code, description), once it came.
+    private let stop = Mutex<(domain: String, code: Int, description: String)?>(nil)
+
+    func screenRecorder(_ screenRecorder: RPScreenRecorder, didStopRecordingWith previewViewController: RPPreviewViewController?, error: (any Error)?) {
+        let bridged = (error ?? TestAppError("stopped without an error")) as NSError
+        stop.withLock { $0 = (bridged.domain, bridged.code, bridged.localizedDescription) }
+    }
+
+    func screenRecorderDidChangeAvailability(_ screenRecorder: RPScreenRecorder) {
+        TestApp.report("availability-changed", extra: ["available": .bool(screenRecorder.isAvailable)])
+    }
+
+    func waitForStop(seconds: Double) async -> (domain: String, code: Int, description: String)? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let error = stop.withLock({ $0 }) { return error }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import ReplayTesting
+import Testing
+
+/// An app's own recording end to end: start, stop, discard, a second start, interruption by the
+/// person's `replay record`, and an app that disconnects mid-session. These need app-scoped
+/// capture in the engine (`VideoSource.application`).
+extension SystemTests.AppSessionTests {
+    typealias App = SystemTests.AppSessionTests
+
+    /// The step that gives the test app a window of its own (a child process drawing blue).
+    static func window() throws -> String {
+        "child=" + [try Binaries.testContent(), "--app", "200x200+50+50", "--colour", "0000ff", "--no-audio"].joined(separator: "|")
+    }
+
+    @Test func startStopAndDiscardThroughTheLibrary() async throws {
+        try await TestEnvironment.with { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let out = environment.outputPath("app.mp4")
+            let lines = try await App.app(environment, [try App.window(), "start", "start", "sleep=2", "stop-to=/nonexistent/folder/x.mp4",
+                                                        "stop-to=\(out)", "stop", "start", "sleep=1", "discard",
+                                                        "start", "sleep=1", "stop", "discard"])
+            #expect(lines[1]["ok"] as? Bool == true, "started: \(lines)")
+            #expect(App.code(lines[2]) == -5830, "attemptToStartInRecordingState: \(lines[2])")
+            #expect(App.code(try App.line(lines, "stop-to=/nonexistent/folder/x.mp4")) == -5835, "filePermissions")
+            #expect(try App.line(lines, "stop-to=\(out)")["ok"] as? Bool == true, "\(lines)")
+            #expect(App.code(try App.line(lines, "stop")) == -5829, "stop with nothing recording")
+            let info = try await MediaProbe.probe(out)
+            #expect(info.videoStreams.count == 1)
+            #expect((info.format.duration ?? 0) > 1.5, "\(info.format)")
+            #expect(App.appRecordings(environment).isEmpty, "discarded and kept recordings are gone")
+        }
+    }
+
+    /// The app's recording holds its own window (drawn by its child process) and not another
+    /// app's beside it.
+    @Test func theAppsRecordingHoldsOnlyItsOwnWindow() async throws {
+        try await TestEnvironment.with(.init(content: nil)) { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let other = try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                                              options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
+            defer { Task { await other.stop() } }
+            let out = environment.outputPath("own.mp4")
+            let child = [try Binaries.testContent(), "--app", "300x300+600+100", "--colour", "00ff00", "--no-audio"].joined(separator: "|")
+            let lines = try await App.app(environment, ["child=\(child)", "start", "sleep=2", "stop-to=\(out)"])
+            #expect(try App.line(lines, "stop-to=\(out)")["ok"] as? Bool == true, "\(lines)")
+            let frame = try await FrameDecoder.frame(at: 1.0, in: out)
+            let own = frame.pixel(x: 750, y: 250)
+            let others = frame.pixel(x: 250, y: 250)
+            #expect(own.isClose(to: RGB(0, 255, 0)), "its own green window: \(own)")
+            #expect(others.isClose(to: RGB(0, 0, 0)), "black where the other app's red window is: \(others)")
+        }
+    }
+
+    @Test func thePersonsRecordingInterruptsTheApp() async throws {
+        try await TestEnvironment.with { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "wait-stopped=60"],
+                                            environment: environment.environment)
+            defer { Task { await app.terminate() } }
+            for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(app.currentOutput.contains("\"ok\":true"), "\(app.currentOutput)")
+            #expect(App.appRecordings(environment).count == 1, "the app's file is being written")
+            let record = try await environment.replay(["record", "--duration", "2", "-o", environment.outputPath("person.mp4")], timeout: .seconds(60))
+            #expect(record.succeeded, "\(record)")
+            let result = try await app.waitForExit(timeout: .seconds(30))
+            let stopped = try App.line(App.lines(result.stdout), "wait-stopped=60")
+            #expect(App.code(stopped) == -5806, "interrupted: \(stopped)")
+            #expect(stopped["domain"] as? String == "com.apple.ReplayKit.RPRecordingErrorDomain")
+            #expect(App.appRecordings(environment).isEmpty, "the app's recording was discarded")
+            #expect(FileManager.default.fileExists(atPath: environment.outputPath("person.mp4")))
+        }
+    }
+
+    @Test func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
+        try await TestEnvironment.with { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "hold"], environment: environment.environment)
+            for _ in 0..<300 where !app.currentOutput.contains("hold") { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(App.appRecordings(environment).count == 1, "\(app.currentOutput)")
+            app.signal(SIGKILL)
+            _ = try await app.waitForExit(timeout: .seconds(5))
+            var left = App.appRecordings(environment)
+            for _ in 0..<100 where !left.isEmpty {
+                try await Task.sleep(for: .milliseconds(50))
+                left = App.appRecordings(environment)
+            }
+            #expect(left.isEmpty, "the half file is removed: \(left)")
+            #expect(replayd.isRunning)
+            #expect(try await environment.replay(["status"]).stdout.contains("nothing is recording"))
+        }
+    }
+}
