@@ -18,6 +18,8 @@ let package = Package(
         .executable(name: "broadcast-service", targets: ["broadcast-service"]),
         .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
         .executable(name: "replay-bench", targets: ["replay-bench"]),
+        .executable(name: "replay-ring", targets: ["replay-ring"]),
+        .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -63,7 +65,8 @@ let package = Package(
                 swiftSettings: swiftSettings),
         // The recording engine: capture → convert → encode → destinations, independent of the daemon.
         .target(name: "ReplayEngine",
-                dependencies: ["ReplayMedia", "ReplayCapture", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["ReplayMedia", "ReplayCapture", "ReplayFFmpeg", "ReplayIPC", "CYUV",
+                               .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayIPC",
                 dependencies: ["CSocketShim",
@@ -84,6 +87,9 @@ let package = Package(
         .executableTarget(name: "replay",
                           dependencies: ["ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+
+        // MARK: The library apps link (ReplayKit's names; CoreMedia/ holds the CoreMedia and CoreVideo subset).
+        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC"], swiftSettings: swiftSettings),
 
         // MARK: The reference broadcast service.
         .target(name: "BroadcastService",
@@ -116,6 +122,12 @@ let package = Package(
         .executableTarget(name: "replay-testcontent",
                           dependencies: ["CXCB", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+        // Both ends of a frame ring in a process of their own: the writer (replayd's side, with test
+        // pictures and sound) for the tests, the reader (an app's side) for the benchmark.
+        .executableTarget(name: "replay-ring",
+                          dependencies: ["ReplayEngine", "ReplayMedia", "ReplayIPC", "OpenReplayKit", "ReplayTesting",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
@@ -127,6 +139,7 @@ let package = Package(
         .testTarget(name: "ReplayDaemonTests", dependencies: ["ReplayDaemon", "ReplayIPC", "ReplayTesting",
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
+        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "ReplayFFmpeg", "ReplayTesting",

@@ -21,6 +21,7 @@ final class CapturePipeline: @unchecked Sendable {
     private let attachLock = Mutex<Void>(())
     private var destinations: [any MediaDestination] = []
     private var taps: [any FrameTap] = []
+    private var audioTaps: [any AudioTap] = []
     private var videoOutputs = TrackOutputs()
     private var audioOutputs: [TrackOutputs]
 
@@ -87,6 +88,16 @@ final class CapturePipeline: @unchecked Sendable {
                 throw EngineError(.misuse, "a frame tap is attached before the capture runs")
             }
             taps.append(tap)
+        }
+    }
+
+    /// Adds a tap that hears every source's sound as it is cut for the encoder. Before `run`.
+    func attach(audioTap: any AudioTap) throws(EngineError) {
+        try attachLock.withLock { _ throws(EngineError) in
+            guard !ran.load(ordering: .acquiring) else {
+                throw EngineError(.misuse, "an audio tap is attached before the capture runs")
+            }
+            audioTaps.append(audioTap)
         }
     }
 
@@ -344,6 +355,7 @@ final class CapturePipeline: @unchecked Sendable {
             let endPosition = end == 0 ? Int64.max : Self.samples(from: start, to: end)
             let now = Self.samples(from: start, to: MonotonicClock.now())
             while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
+                tapAudio(block, start: start)
                 guard !failed else { continue }
                 do throws(MediaError) { try encode(block) } catch {
                     failed = true
@@ -361,9 +373,28 @@ final class CapturePipeline: @unchecked Sendable {
         }
     }
 
+    /// Each source's block to the audio taps, on the media clock, the microphone silent while off.
+    private func tapAudio(_ block: (position: Int64, sources: [[Float]]), start: Int64) {
+        guard !audioTaps.isEmpty else { return }
+        let gains = gains(at: block.position)
+        let time = start + block.position * 1_000_000_000 / 48_000
+        for (index, samples) in block.sources.enumerated() {
+            let source: TappedAudioSource = index == microphoneIndex ? .microphone : .application
+            let scaled = gains[index] == 1 ? samples : AudioMixer.mix([samples], gains: [gains[index]])
+            scaled.withUnsafeBufferPointer { buffer in
+                for tap in audioTaps { tap.receive(audio: buffer, from: source, time: time) }
+            }
+        }
+    }
+
+    /// Each source's gain for the block at `position`: 1, or 0 for the microphone while it is off.
+    private func gains(at position: Int64) -> [Float] {
+        let microphoneGain: Float = microphoneActive(at: position) ? 1 : 0
+        return sources.indices.map { $0 == microphoneIndex ? microphoneGain : 1 }
+    }
+
     private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
-        let microphoneGain: Float = microphoneActive(at: block.position) ? 1 : 0
-        let gains = sources.indices.map { $0 == microphoneIndex ? microphoneGain : 1 }
+        let gains = gains(at: block.position)
         if configuration.audioLayout == .separateTracks {
             for (index, samples) in block.sources.enumerated() {
                 let scaled = gains[index] == 1 ? samples : AudioMixer.mix([samples], gains: [gains[index]])
