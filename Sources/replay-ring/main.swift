@@ -55,7 +55,7 @@ func printJSON(_ value: some Encodable) {
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
     print(String(decoding: try! encoder.encode(value), as: UTF8.self))
-    fflush(stdout)
+    fflush(nil)
 }
 
 /// Fills `frame` with test picture `n` (I420).

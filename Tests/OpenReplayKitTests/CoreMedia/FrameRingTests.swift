@@ -88,7 +88,7 @@ struct FrameRingTests {
 
     @Test func picturesArriveInOrderWithTheirPixelsAndTimesAndSoundWithoutGaps() async throws {
         let peer = try RingPeer(["--width", "160", "--height", "90", "--frames", "60", "--interval-ms", "15", "--audio-frames", "720"])
-        defer { peer.close() }
+        defer { peer.closeSocket() }
         #expect(peer.ring.width == 160 && peer.ring.height == 90)
         let received = Mutex(Received())
         let start = peer.startTime
@@ -119,7 +119,7 @@ struct FrameRingTests {
     /// counted, and goes on (it offered them all and exited while the app still held the slots).
     @Test func anAppHoldingEverySlotLosesWholePicturesCountedAndNeverStallsTheWriter() async throws {
         let peer = try RingPeer(["--width", "64", "--height", "32", "--slots", "5", "--frames", "40", "--interval-ms", "2", "--audio-frames", "0"])
-        defer { peer.close() }
+        defer { peer.closeSocket() }
         let held = Mutex<[CMSampleBuffer]>([])
         try await peer.deliver { buffer, _ in held.withLock { $0.append(buffer) } }
         let report = try await peer.report()
@@ -139,7 +139,7 @@ struct FrameRingTests {
     @Test func aBlockedHandlerDropsPicturesAndSoundCountedWhileTheWriterGoesOn() async throws {
         let peer = try RingPeer(["--width", "64", "--height", "32", "--slots", "4", "--frames", "30", "--interval-ms", "2",
                                  "--audio-frames", "9600"])
-        defer { peer.close() }
+        defer { peer.closeSocket() }
         let received = Mutex(Received())
         let writerFinishedWhileBlocked = Mutex<Bool?>(nil)
         let writer = peer.writer

@@ -10,7 +10,7 @@ struct IOSSampleCodeTests {
     /// buffers of a real ring written by another process.
     @Test func iOSSampleHandlingCodeRunsOnBuffersFromARing() async throws {
         let peer = try RingPeer(["--width", "160", "--height", "90", "--frames", "20", "--interval-ms", "15", "--audio-frames", "800"])
-        defer { peer.close() }
+        defer { peer.closeSocket() }
         let handler = Mutex(SampleHandler())
         try await peer.deliver { buffer, type in
             handler.withLock { $0.processSampleBuffer(buffer, with: type) }

@@ -71,7 +71,7 @@ struct RingPeer {
         return try JSONDecoder().decode(WriterReport.self, from: Data(line.utf8))
     }
 
-    func close() {
-        Glibc.close(socket)
+    func closeSocket() {
+        close(socket)
     }
 }
