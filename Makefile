@@ -28,6 +28,7 @@ release: release-cli
 
 bench-tools: release
 	$(SWIFT) build -c release --product replay-bench
+	$(SWIFT) build -c release --product replay-ring
 
 ## test: install what tests need, build, run every test (unit, in-process C, whole system).
 ## Three runs, each with the machine to itself: the unit and in-process tests; the broadcast service

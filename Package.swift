@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "replay-testcontent", targets: ["replay-testcontent"]),
         .executable(name: "replay-bench", targets: ["replay-bench"]),
         // For apps: ReplayKit's names (RPScreenRecorder…) over replayd.
+        .executable(name: "replay-ring", targets: ["replay-ring"]),
         .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
     ],
     dependencies: [
@@ -68,7 +69,8 @@ let package = Package(
                 swiftSettings: swiftSettings),
         // The recording engine: capture → convert → encode → destinations, independent of the daemon.
         .target(name: "ReplayEngine",
-                dependencies: ["ReplayMedia", "ReplayCapture", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["ReplayMedia", "ReplayCapture", "ReplayFFmpeg", "ReplayIPC", "CYUV",
+                               .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayIPC",
                 dependencies: ["CSocketShim",
@@ -159,19 +161,25 @@ let package = Package(
         .executableTarget(name: "replay-testapp",
                           dependencies: ["OpenReplayKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+        // Both ends of a frame ring in a process of their own: the writer (replayd's side, with test
+        // pictures and sound) for the tests, the reader (an app's side) for the benchmark.
+        .executableTarget(name: "replay-ring",
+                          dependencies: ["ReplayEngine", "ReplayMedia", "ReplayIPC", "OpenReplayKit", "ReplayTesting",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayCaptureTests", dependencies: ["ReplayCapture"], swiftSettings: swiftSettings),
-        .testTarget(name: "ReplayEngineTests", dependencies: ["ReplayEngine", "ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "ReplayEngineTests", dependencies: ["ReplayEngine", "ReplayMedia", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayIPCTests", dependencies: ["ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayDaemonTests", dependencies: ["ReplayDaemon", "ReplayIPC", "ReplayTesting",
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
         .testTarget(name: "SystemWindowsTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "BroadcastWeb", "BroadcastStore", "BroadcastMedia", "RTMP", "ReplayFFmpeg", "ReplayTesting",

@@ -6,6 +6,7 @@
 #   BENCH_PAIRS     back-to-back pairs (ours, then ffmpeg) per full-motion and desktop figure (default 3)
 #   BENCH_LONG      seconds of the dropped-frames run (default 300; 0 skips it)
 #   BENCH_DRIFT     seconds of the A/V drift run (default 0: skipped; 3600 checks "no drift over an hour")
+#   BENCH_RING_SECONDS  seconds of the frame ring run (default 10)
 #   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
 set -euo pipefail
 BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
@@ -99,6 +100,9 @@ compare() {  # compare NAME TARGET CONTENT-ARGS...: PAIRS back-to-back runs of o
 
 echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, display $DISPLAY"
 "$BIN/replay-bench" convert --frames 100
+# In-app capture's transport: 1080p30 NV12 and two sound streams through the frame ring to an app
+# process (replay-ring read, OpenReplayKit's sample buffers); the app's CPU and the writer's cost.
+"$BIN/replay-ring" bench --seconds "${BENCH_RING_SECONDS:-10}"
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio
 compare "typical desktop" 0.40 --desktop --no-audio

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
 
 _Static_assert(ORK_MAX_FDS * sizeof(int) <= 64, "the control buffer below holds ORK_MAX_FDS descriptors");
 
@@ -67,4 +68,9 @@ int ork_memfd_create(const char *name, size_t size) {
 
 int ork_memfd_seal_size(int fd) {
     return fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) == 0 ? 0 : -errno;
+}
+
+int ork_eventfd_create(void) {
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return fd < 0 ? -errno : fd;
 }

@@ -24,6 +24,7 @@ final class CapturePipeline: @unchecked Sendable {
     private let attachLock = Mutex<Void>(())
     private var destinations: [any MediaDestination] = []
     private var taps: [any FrameTap] = []
+    private var audioTaps: [any AudioTap] = []
     private var videoOutputs = TrackOutputs()
     private var audioOutputs: [TrackOutputs]
 
@@ -100,6 +101,16 @@ final class CapturePipeline: @unchecked Sendable {
                 throw EngineError(.misuse, "a frame tap is attached before the capture runs")
             }
             taps.append(tap)
+        }
+    }
+
+    /// Adds a tap that hears every source's sound as it is cut for the encoder. Before `run`.
+    func attach(audioTap: any AudioTap) throws(EngineError) {
+        try attachLock.withLock { _ throws(EngineError) in
+            guard !ran.load(ordering: .acquiring) else {
+                throw EngineError(.misuse, "an audio tap is attached before the capture runs")
+            }
+            audioTaps.append(audioTap)
         }
     }
 
@@ -236,7 +247,7 @@ final class CapturePipeline: @unchecked Sendable {
         var index: Int64 = 0
         var tick = start
         var end: Int64?   // the recording's end, once its last picture went out
-        var lastSent = Int64.min
+        var lastSent: Int64?   // nil until the first picture went out (which goes out changed or not)
         var push = PushThrough(framesPerSecond: fps)
         var latestChange: Int64 = -1   // the capture's own copy of `lastChange` (it is the only writer)
         defer {
@@ -271,7 +282,7 @@ final class CapturePipeline: @unchecked Sendable {
             // a change is pushed through the encoder (`PushThrough`), and at the last tick (`RecordingEnd`).
             let pushing = push.repeatNow(at: index, lastChange: latestChange,
                                          encodedThrough: encodedThrough.load(ordering: .relaxed))
-            if changed || pushing || tick - lastSent >= 1_000_000_000 || last {
+            if changed || pushing || lastSent.map({ tick - $0 >= 1_000_000_000 }) ?? true || last {
                 if sendFrame(tick: tick, index: index, waiting: last) { lastSent = tick }
             }
             if last {
@@ -361,6 +372,7 @@ final class CapturePipeline: @unchecked Sendable {
             let endPosition = end == 0 ? Int64.max : Self.samples(from: start, to: end)
             let now = Self.samples(from: start, to: MonotonicClock.now())
             while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
+                tapAudio(block, start: start)
                 guard !failed else { continue }
                 do throws(MediaError) { try encode(block) } catch {
                     failed = true
@@ -378,12 +390,38 @@ final class CapturePipeline: @unchecked Sendable {
         }
     }
 
-    private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
-        let microphoneGain: Float = microphoneActive(at: block.position) ? 1 : 0
-        // While a protected sink-input plays (and half a second after: the sink's monitor may still
-        // hold its last sound), the system sound is the unprotected sink-inputs' mix.
-        let protected = protectedActive(from: block.position, count: Int64(mixer.withLock { $0.blockSize }))
-        let gains: [Float] = roles.map { role in
+    /// The block to the audio taps, on the media clock: the microphone (silent while off) as
+    /// `.microphone`, every other source mixed with its gain (the app's own sound; the system sound,
+    /// with protected sink-inputs silent) as `.application`.
+    private func tapAudio(_ block: (position: Int64, sources: [[Float]]), start: Int64) {
+        guard !audioTaps.isEmpty else { return }
+        let gains = gains(at: block.position)
+        let time = start + block.position * 1_000_000_000 / 48_000
+        let others = block.sources.indices.filter { $0 != microphoneIndex }
+        var tapped: [(TappedAudioSource, [Float])] = []
+        if !others.isEmpty {
+            let blocks = others.map { block.sources[$0] }
+            let otherGains = others.map { gains[$0] }
+            tapped.append((.application, blocks.count == 1 && otherGains[0] == 1 ? blocks[0] : AudioMixer.mix(blocks, gains: otherGains)))
+        }
+        if let microphoneIndex {
+            let samples = block.sources[microphoneIndex]
+            tapped.append((.microphone, gains[microphoneIndex] == 1 ? samples : AudioMixer.mix([samples], gains: [gains[microphoneIndex]])))
+        }
+        for (source, samples) in tapped {
+            samples.withUnsafeBufferPointer { buffer in
+                for tap in audioTaps { tap.receive(audio: buffer, from: source, time: time) }
+            }
+        }
+    }
+
+    /// Each source's gain for the block at `position`: the microphone 0 while it is off; while a
+    /// protected sink-input plays (and half a second after: the sink's monitor may still hold its
+    /// last sound), the system sound is the unprotected sink-inputs' mix instead of the monitor.
+    private func gains(at position: Int64) -> [Float] {
+        let microphoneGain: Float = microphoneActive(at: position) ? 1 : 0
+        let protected = protectedActive(from: position, count: Int64(mixer.withLock { $0.blockSize }))
+        return roles.map { role in
             switch role {
             case .microphone: microphoneGain
             case .systemMonitor: protected ? 0 : 1
@@ -391,6 +429,10 @@ final class CapturePipeline: @unchecked Sendable {
             case .plain: 1
             }
         }
+    }
+
+    private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
+        let gains = gains(at: block.position)
         for (track, members) in trackSources.enumerated() {
             let blocks = members.map { block.sources[$0] }
             let trackGains = members.map { gains[$0] }

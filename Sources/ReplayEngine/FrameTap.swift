@@ -12,3 +12,19 @@ package import ReplayMedia
 package protocol FrameTap: AnyObject, Sendable {
     func receive(_ picture: VideoFrame, tick: Int64, time: Int64)
 }
+
+/// Where a tapped block of sound comes from: what the session's applications play (the system mix,
+/// or one app's own streams), or the microphone.
+package enum TappedAudioSource: Sendable {
+    case application
+    case microphone
+}
+
+/// Receives the capture's sound, source by source, as the audio thread cuts it for the encoder:
+/// interleaved stereo Float32 at 48 kHz, `time` the first sample's on the engine's monotonic clock
+/// (nanoseconds), contiguous from one block to the next (gaps were filled with silence, counted, by
+/// the mixer), the microphone silent while it is off. Called on the audio thread; like a `FrameTap`,
+/// a tap copies what it needs and never blocks.
+package protocol AudioTap: AnyObject, Sendable {
+    func receive(audio samples: UnsafeBufferPointer<Float>, from source: TappedAudioSource, time: Int64)
+}

@@ -163,6 +163,11 @@ public final class RecordingEngine: Sendable {
         try pipeline.attach(tap: tap)
     }
 
+    /// Adds a tap that hears every sound source (in-app capture, extensions). Before `run()`.
+    package func attach(audioTap: any AudioTap) throws(EngineError) {
+        try pipeline.attach(audioTap: audioTap)
+    }
+
     /// Leave this X window (and only it) out of every captured frame; what lies beneath is recomposed.
     public func exclude(window: UInt32) {
         pipeline.capture.exclude(window: window)

@@ -23,12 +23,21 @@ public enum Spawn {
     }
 
     /// Starts `executable` (an absolute path) and returns its pid. `environment` nil passes ours.
+    /// `descriptors` are handed to the child as its descriptors 3, 4, … (a socket to a helper, say);
+    /// nothing else of ours is inherited (our descriptors are close-on-exec).
     public static func start(_ executable: String, arguments: [String] = [], environment: [String: String]? = nil,
                              standardInput: String = "/dev/null", standardOutput: Output, standardError: Output,
-                             group: Group) throws(ReplayError) -> Int32 {
+                             descriptors: [Int32] = [], group: Group) throws(ReplayError) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // Through close-on-exec copies above any target number, so that each dup2 lands on a
+        // different number (which clears close-on-exec in the child) and no copy leaks elsewhere.
+        let copies = descriptors.map { fcntl($0, F_DUPFD_CLOEXEC, 64) }
+        defer { for copy in copies where copy >= 0 { close(copy) } }
+        guard !copies.contains(where: { $0 < 0 }) else {
+            throw ReplayError(.internal, "cannot hand descriptors to \(executable): \(String(cString: strerror(errno)))")
+        }
         posix_spawn_file_actions_addopen(&actions, 0, standardInput, O_RDONLY, 0)
         for (fd, output) in [(Int32(1), standardOutput), (2, standardError)] {
             switch output {
@@ -37,6 +46,9 @@ public enum Spawn {
             case .standardOutput:
                 posix_spawn_file_actions_adddup2(&actions, 1, fd)
             }
+        }
+        for (index, copy) in copies.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, copy, Int32(3 + index))
         }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

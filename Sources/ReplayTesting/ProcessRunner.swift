@@ -49,8 +49,9 @@ public final class BackgroundProcess: Sendable {
     private let directory: URL
 
     /// Starts `executable` (a path, or a name looked up in `PATH`). `environment` nil inherits ours.
+    /// `descriptors` become the child's 3, 4, … (the end of a socket pair, say).
     public init(_ executable: String, arguments: [String] = [], environment: [String: String]? = nil,
-                workingDirectory: String? = nil) throws {
+                workingDirectory: String? = nil, descriptors: [Int32] = []) throws {
         let path = try ProcessRunner.resolve(executable, environment: environment)
         directory = try makeTemporaryDirectory(prefix: "ork-proc")
         outputURL = directory.appendingPathComponent("stdout")
@@ -66,7 +67,8 @@ public final class BackgroundProcess: Sendable {
         do throws(ReplayError) {
             child = try Spawn.start(command[0], arguments: Array(command.dropFirst()) + arguments, environment: environment,
                                     standardOutput: .file(outputURL.path, append: false),
-                                    standardError: .file(errorURL.path, append: false), group: .newProcessGroup)
+                                    standardError: .file(errorURL.path, append: false), descriptors: descriptors,
+                                    group: .newProcessGroup)
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw HarnessError("cannot start \(path): \(error.message)")

@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 @testable import ReplayEngine
 @testable import ReplayMedia
+import ReplayIPC
 import ReplayTesting
 
 /// A tap as a frame ring will be: it copies what it needs (here one luma sample of the white bar)
@@ -51,11 +52,26 @@ struct EngineDestinationsTests {
             try engine.attach(try StreamOutput(url: streamURL, logger: logger))
             let tap = RecordingTap()
             try engine.attach(tap: tap)
+            // And a frame ring, read here as an app reads it (in place, each slot freed at once).
+            let ring = try RingTap(width: engine.width, height: engine.height)
+            try engine.attach(tap: ring)
+            try engine.attach(audioTap: ring)
+            let descriptors = ring.descriptors.map { dup($0) }
+            let ringReader = try FrameRingReader(memory: descriptors[0], signal: descriptors[1])
+            let fromRing = Mutex<[(time: Int64, whiteLuma: UInt8)]>([])
+            let ringEnded = DispatchSemaphore(value: 0)
+            ringReader.start(handler: { delivery in
+                guard case .video(let frame) = delivery else { return }
+                let (x, y) = TestPattern(width: frame.width, height: frame.height).barCentre(0)
+                let luma = frame.luma.load(fromByteOffset: y * frame.lumaStride + x, as: UInt8.self)
+                fromRing.withLock { $0.append((frame.time, luma)) }
+            }, ended: { ringEnded.signal() })
             // A viewer of the ingest: what it reads back from the live stream.
             let reader = try BackgroundProcess("ffmpeg", arguments: ["-nostdin", "-v", "error", "-rw_timeout", "15000000",
                                                                      "-i", streamURL, "-t", "3", "-c", "copy", copy])
             try await Task.sleep(for: .milliseconds(300))
             try await engine.run()
+            ring.close()
             let statistics = engine.statistics()
             let finished = try await reader.waitForExit(timeout: .seconds(20))
             #expect(finished.status == 0, "ffmpeg read the stream back: \(reader.currentError)")
@@ -87,6 +103,16 @@ struct EngineDestinationsTests {
                 #expect(abs(nanosecondsPerTick - 1e9 / 30) < 1, "times are the ticks of the 30 fps clock: \(nanosecondsPerTick) ns")
             }
             #expect(seen.filter { $0.whiteLuma > 200 }.count >= seen.count * 9 / 10, "the tap sees the white bar white")
+            // The ring got the same pictures (or counted those it dropped), in order, times as the tap's, NV12 luma as I420's.
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async { ringEnded.wait(); done.resume() }
+            }
+            let ringFrames = fromRing.withLock { $0 }
+            let counters = ring.counters
+            #expect(counters.framesWritten + counters.framesDropped == UInt64(seen.count), "\(counters), \(seen.count) tapped")
+            #expect(UInt64(ringFrames.count) == counters.framesWritten && ringFrames.count >= seen.count / 2)
+            #expect(Set(ringFrames.map(\.time)).isSubset(of: Set(seen.map(\.time))) && ringFrames.map(\.time) == ringFrames.map(\.time).sorted())
+            #expect(ringFrames.filter { $0.whiteLuma > 200 }.count >= ringFrames.count * 9 / 10, "the app sees the white bar white")
         }
     }
 

@@ -1,7 +1,7 @@
 #ifndef CSOCKETSHIM_H
 #define CSOCKETSHIM_H
 // Socket glue Swift cannot express: ancillary data (CMSG_* macros) to pass file descriptors over a
-// Unix socket (SCM_RIGHTS), and memfd_create, which glibc declares only under _GNU_SOURCE.
+// Unix socket (SCM_RIGHTS), memfd_create, which glibc declares only under _GNU_SOURCE, and eventfd.
 // Every name is `ork_`. Each call returns 0 or a positive count on success, -errno on failure.
 #include <stddef.h>
 #include <sys/types.h>
@@ -25,5 +25,9 @@ int ork_memfd_create(const char *name, size_t size);
 /// Forbids growing or shrinking a memfd (F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL): a receiver
 /// can map it without fearing SIGBUS. 0 or -errno.
 int ork_memfd_seal_size(int fd);
+
+/// An eventfd counter (close-on-exec, non-blocking): the frame ring's wake-up, handed over once with
+/// its memory. Returns the descriptor or -errno (glibc's <sys/eventfd.h> does not reach Swift).
+int ork_eventfd_create(void);
 
 #endif
