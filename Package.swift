@@ -98,7 +98,7 @@ let package = Package(
                           swiftSettings: swiftSettings),
 
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
-        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC"], swiftSettings: swiftSettings),
+        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB"], swiftSettings: swiftSettings),
 
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,

@@ -1,5 +1,5 @@
 import Foundation
-import ReplayIPC
+import CXCB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,7 +8,7 @@ import Glibc
 /// app's) blanks a protected window and silences protected sound.
 ///
 /// - A window: the top-level X11 window gets the property `_OPENREPLAYKIT_PROTECTED` (CARDINAL, 1);
-///   any toolkit may set it itself. `protect(window:)` sets it with `xprop` (x11-utils).
+///   any toolkit may set it itself; `protect(window:)` sets it over a short X connection of its own.
 /// - Sound: a PulseAudio stream whose proplist has `openreplaykit.protected=1`. An app sets it on
 ///   its own streams (`pa_proplist_sets(p, "openreplaykit.protected", "1")`), or for all of its
 ///   streams with `protectAudio()` before its first connection to the sound server (it sets
@@ -18,28 +18,34 @@ import Glibc
 /// client of the display can read any window's pixels itself; this is not a defence against that.
 public enum RPContentProtection {
     /// Protects (or unprotects) the top-level window `window` (an X11 window id) on `display`
-    /// (default: `DISPLAY`).
+    /// (default: `DISPLAY`). Throws `invalidParameter` when the display or the window does not exist.
     public static func protect(window: UInt32, protected: Bool = true, display: String? = nil) throws {
         guard let display = display ?? ProcessInfo.processInfo.environment["DISPLAY"], !display.isEmpty else {
             throw RPRecordingError(.invalidParameter, "no X display: set DISPLAY, or pass display:.")
         }
-        guard let xprop = Spawn.executable(named: "xprop") else {
-            throw RPRecordingError(.failed, "xprop (Debian: x11-utils) is needed to set _OPENREPLAYKIT_PROTECTED: install it, or set the property with your toolkit.")
+        // A connection of its own, for this one change: the app's toolkit keeps its own.
+        guard let connection = xcb_connect(display, nil) else {
+            throw RPRecordingError(.invalidParameter, "cannot connect to X display \(display)")
         }
-        let arguments = protected
-            ? ["-display", display, "-id", String(window), "-f", "_OPENREPLAYKIT_PROTECTED", "32c", "-set", "_OPENREPLAYKIT_PROTECTED", "1"]
-            : ["-display", display, "-id", String(window), "-remove", "_OPENREPLAYKIT_PROTECTED"]
-        let pid: Int32
-        do throws(ReplayError) {
-            pid = try Spawn.start(xprop, arguments: arguments, standardOutput: .file("/dev/null", append: true),
-                                  standardError: .file("/dev/null", append: true), group: .newProcessGroup)
-        } catch {
-            throw RPRecordingError(.failed, "cannot run xprop: \(error.message)")
+        defer { xcb_disconnect(connection) }
+        guard xcb_connection_has_error(connection) == 0 else {
+            throw RPRecordingError(.invalidParameter, "cannot connect to X display \(display)")
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status == 0 else {
-            throw RPRecordingError(.invalidParameter, "cannot mark window \(window) on \(display) as protected (xprop exit status \(status >> 8)): is it a window of this display?")
+        let name = "_OPENREPLAYKIT_PROTECTED"
+        guard let atomReply = xcb_intern_atom_reply(connection, xcb_intern_atom(connection, 0, UInt16(name.utf8.count), name), nil) else {
+            throw RPRecordingError(.failed, "X display \(display) did not answer")
+        }
+        let atom = atomReply.pointee.atom
+        free(atomReply)
+        var value: UInt32 = 1
+        let cookie = protected
+            ? xcb_change_property_checked(connection, UInt8(XCB_PROP_MODE_REPLACE.rawValue), window, atom,
+                                          XCB_ATOM_CARDINAL.rawValue, 32, 1, &value)
+            : xcb_delete_property_checked(connection, window, atom)
+        if let error = xcb_request_check(connection, cookie) {
+            let code = error.pointee.error_code
+            free(error)
+            throw RPRecordingError(.invalidParameter, "cannot mark window \(window) on \(display) as \(protected ? "protected" : "unprotected") (X error \(code)): is it a window of this display?")
         }
     }
 

@@ -129,11 +129,8 @@ extension RecordingSessions {
                                                 display: options.display)
         let scope = ApplicationScope(processID: pid)
         // Never the screen: only the app's windows and the app's own sound (plus the microphone).
-        var configuration = EngineConfiguration(video: .application(display: options.display, scope),
+        let configuration = EngineConfiguration(video: .application(display: options.display, scope),
                                                 audio: [.application(scope)] + (options.microphone ? [.microphone] : []))
-        if appCaptureScope == .wholeScreenForTests {
-            configuration = EngineConfiguration(video: .screen(display: options.display), audio: [])
-        }
         return await startSession(in: slot, options: recordingOptions, configuration: configuration, output: output,
                                   clientPID: pid, connection: connection)
     }

@@ -60,15 +60,8 @@ package struct ConsentStore: Sendable {
 package enum ConsentPrompt: Sendable, Equatable {
     /// The system window (`replay-ui consent`), on the app's display.
     case systemWindow
-    /// Always this answer, without a window: for tests of replayd only (`replayd
-    /// --consent-answer-for-tests`). An app cannot choose it: it is replayd's own command line.
+    /// Always this answer, without a window: for tests of replayd only (in-process, or a debug
+    /// build's `replayd --consent-answer-for-tests`; a release build has no such option).
     case fixed(SystemWindows.ConsentAnswer)
 }
 
-/// What an app's session captures. Always `.application` in replayd; in-process tests of the
-/// session machinery (interruption, disconnection, files) may capture the whole test display
-/// instead, until the engine captures one application. Not reachable from replayd's command line.
-package enum AppCaptureScope: Sendable, Equatable {
-    case application
-    case wholeScreenForTests
-}

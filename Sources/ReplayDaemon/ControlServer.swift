@@ -25,7 +25,6 @@ package struct ControlServer: Service {
         /// How apps' consent is asked: the system window, or a fixed answer (tests only).
         package var consentPrompt: ConsentPrompt
         /// What apps' sessions capture: always `.application`, except in in-process tests.
-        package var appCaptureScope: AppCaptureScope = .application
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
                      consentPrompt: ConsentPrompt = .systemWindow) {
@@ -56,8 +55,7 @@ package struct ControlServer: Service {
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
-                                          appCaptureScope: configuration.appCaptureScope)
+        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt)
         var router = ControlRouter()
         sessions.register(in: &router)
         self.router = router

@@ -61,7 +61,6 @@ package actor RecordingSessions {
     /// Consent prompts on screen now, by executable: a second start of the same app waits for the same answer.
     var pendingConsent: [String: Task<Result<SystemWindows.ConsentAnswer, ReplayError>, Never>] = [:]
     let consentPrompt: ConsentPrompt
-    let appCaptureScope: AppCaptureScope
     /// The clock of consent's memory (tests move it on).
     let now: @Sendable () -> ContinuousClock.Instant
     /// An app's stopped recording, kept for its preview until saved, shared or discarded (by owner pid).
@@ -76,12 +75,10 @@ package actor RecordingSessions {
     var lastCaptured = false
     var lastAvailable = true
 
-    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
-                 appCaptureScope: AppCaptureScope = .application, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
         self.paths = paths
         self.consentPrompt = consentPrompt
-        self.appCaptureScope = appCaptureScope
         self.now = now
     }
 

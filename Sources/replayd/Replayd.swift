@@ -38,19 +38,32 @@ struct Replayd: AsyncParsableCommand {
         idleExitOption ?? ProcessInfo.processInfo.environment["REPLAYD_IDLE_EXIT"].flatMap { Int($0) } ?? 60
     }
 
+    #if DEBUG
+    // Debug builds only (the tests'): a release replayd always asks the person.
     @Option(name: .customLong("consent-answer-for-tests"),
             help: ArgumentHelp("Answer apps' consent prompts with this (allow or deny) instead of asking the person: for tests only.",
                                valueName: "answer", visibility: .hidden))
     var consentAnswerForTests: String?
+    #endif
+
+    /// How apps' consent is asked: the system window, or (debug builds, for tests) a fixed answer.
+    private var consentPrompt: ConsentPrompt {
+        #if DEBUG
+        if let answer = consentAnswerForTests.flatMap(SystemWindows.ConsentAnswer.init(rawValue:)) { return .fixed(answer) }
+        #endif
+        return .systemWindow
+    }
 
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: String = "info"
 
     func validate() throws {
         guard idleExit >= 0 else { throw ValidationError("--idle-exit must be 0 (never) or a number of seconds, not \(idleExit).") }
+        #if DEBUG
         if let answer = consentAnswerForTests, SystemWindows.ConsentAnswer(rawValue: answer) == nil {
             throw ValidationError("--consent-answer-for-tests is allow or deny, not \"\(answer)\".")
         }
+        #endif
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("unknown --log-level \"\(logLevel)\": use trace, debug, info, notice, warning, error or critical.")
         }
@@ -78,7 +91,7 @@ struct Replayd: AsyncParsableCommand {
 
         let server = ControlServer(
             configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
-                                 consentPrompt: consentAnswerForTests.flatMap(SystemWindows.ConsentAnswer.init(rawValue:)).map { .fixed($0) } ?? .systemWindow),
+                                 consentPrompt: consentPrompt),
             logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],

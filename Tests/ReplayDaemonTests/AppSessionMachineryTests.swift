@@ -8,17 +8,15 @@ import ReplayTesting
 
 /// replayd's app sessions with the real engine on a real X server, in-process: start, a second
 /// start, stop to a file, discard, interruption by the system recording, and an app that leaves.
-/// Until the engine captures one application, these capture the whole (private) test display
-/// (`AppCaptureScope.wholeScreenForTests`, not reachable from replayd's command line); what an app's
-/// session holds is checked by the system tests once that capture exists.
+/// The "app" is this test process, which has no window and plays nothing: its recordings are black
+/// and silent (what an app's session holds is checked by the system tests with real test apps).
 @Suite("App sessions: the machinery, on a real display", .serialized)
 struct AppSessionMachineryTests {
     static func withServer(_ body: @Sendable (ControlPaths, String) async throws -> Void) async throws {
         let xvfb = try await XvfbServer.start(width: 320, height: 240)
         let paths = try ControlServerTests.temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: paths.directory) }
-        var configuration = ControlServer.Configuration(paths: paths, idleExit: nil, software: "replayd test", consentPrompt: .fixed(.allow))
-        configuration.appCaptureScope = .wholeScreenForTests
+        let configuration = ControlServer.Configuration(paths: paths, idleExit: nil, software: "replayd test", consentPrompt: .fixed(.allow))
         let logger = Logger(label: "test")
         let server = ControlServer(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: .init(
