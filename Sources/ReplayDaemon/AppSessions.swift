@@ -32,12 +32,14 @@ extension RecordingSessions {
         router.on(AppPresentPreviewRequest.self) { [self] _, context throws(ReplayError) in
             try await presentPreview(pid: context.peer.pid).get()
         }
-        router.on(AppStartCaptureRequest.self) { _, _ throws(ReplayError) in
-            // The frame ring that hands samples to the app is not in this build yet.
-            throw ReplayError(.captureFailed, "in-app capture is not available in this replayd yet: record with startRecording, or keep a clip with startClipBuffering.")
+        router.on(AppStartCaptureRequest.self) { [self] request, context throws(ReplayError) in
+            let pid = context.peer.pid
+            let status = try await startApp(.appCapture, request.options, pid: pid, connection: context.connection).get()
+            return try await offerRing(to: pid, status: status).get()
         }
-        router.on(AppStopCaptureRequest.self) { _, _ throws(ReplayError) in
-            throw ReplayError(.noSession, "this app is not capturing.")
+        router.on(AppStopCaptureRequest.self) { [self] _, context throws(ReplayError) in
+            let slot = SessionSlot(kind: .appCapture, owner: context.peer.pid)
+            return try await AppSessionAnswer(status: stopOwn(slot, nothing: "this app is not capturing: call startCapture first.").get())
         }
         router.on(AppStartClipBufferingRequest.self) { [self] request, context throws(ReplayError) in
             try await AppSessionAnswer(status: startApp(.appClip, request.options, pid: context.peer.pid, connection: context.connection).get())
@@ -117,6 +119,9 @@ extension RecordingSessions {
         if kind == .appClip {
             outputPath = paths.directory
             output = .clip(seconds: Self.appClipCapacity)
+        } else if kind == .appCapture {
+            outputPath = paths.directory
+            output = .ring
         } else {
             let folder = paths.directory + "/app-recordings"
             if mkdir(folder, 0o700) != 0 && errno != EEXIST {
@@ -209,6 +214,32 @@ extension RecordingSessions {
     func stopOwn(_ slot: SessionSlot, nothing: String) async -> Result<SessionStatus?, ReplayError> {
         guard slots[slot]?.machine.isIdle == false else { return .failure(ReplayError(.noSession, nothing)) }
         return await stop(slot)
+    }
+
+    /// Offers the frame ring of the app's new capture at a socket of its own, for the app (and only
+    /// it) to fetch once; a capture whose app does not come for it in time is stopped.
+    func offerRing(to pid: Int32, status: SessionStatus?) -> Result<AppCaptureAnswer, ReplayError> {
+        let slot = SessionSlot(kind: .appCapture, owner: pid)
+        guard let ring = slots[slot]?.ring else {
+            return .failure(ReplayError(.noSession, "the capture ended as it started."))
+        }
+        let path = paths.directory + "/ring-\(pid)-\(UUID().uuidString.prefix(8)).sock"
+        let logger = logger
+        do throws(ReplayError) {
+            try RingHandover.offer(ring.descriptors, to: pid, at: path, keepAlive: ring) { [weak self] result in
+                switch result {
+                case .success:
+                    logger.debug("the frame ring went to its app", metadata: ["pid": "\(pid)"])
+                case .failure(let error):
+                    logger.warning("the app's capture stops: \(error.message)", metadata: ["pid": "\(pid)"])
+                    Task { _ = await self?.stopOwn(slot, nothing: "") }
+                }
+            }
+        } catch {
+            Task { _ = await self.stopOwn(slot, nothing: "") }
+            return .failure(error)
+        }
+        return .success(AppCaptureAnswer(status: status, ringSocket: path))
     }
 
     /// Writes the last `seconds` of the clip buffer in `slot` to `path`, while buffering goes on.

@@ -37,6 +37,8 @@ package actor RecordingSessions {
         var recorder: RecordingEngine?
         /// The clip buffer of a clip session (`replay clip`, an app's `startClipBuffering`).
         var clip: ClipBuffer?
+        /// The frame ring of an app's in-app capture.
+        var ring: RingTap?
         var indicator: RecordingIndicator?
         var runTask: Task<Void, Never>?
         var stopWaiters: [StopWaiter] = []
@@ -201,8 +203,9 @@ package actor RecordingSessions {
 
         let prepared: RecordingEngine
         let clip: ClipBuffer?
+        let ring: RingTap?
         do throws(ReplayError) {
-            (prepared, clip) = try await Self.prepare(options, configuration: configuration, output: output, logger: sessionLogger)
+            (prepared, clip, ring) = try await Self.prepare(options, configuration: configuration, output: output, logger: sessionLogger)
         } catch {
             _ = slots[slot]?.machine.prepareFailed(id: session.id)
             sessionLogger.notice("the recording could not start: \(error.message)", metadata: ["code": "\(error.code)"])
@@ -215,10 +218,12 @@ package actor RecordingSessions {
             // Cannot happen while this actor is the only writer of the machine; finish the file anyway.
             prepared.stop()
             try? await prepared.run()
+            ring?.close()
             return .failure(ReplayError(.internal, "the recording was abandoned while it started. Run the command again."))
         }
         slots[slot]?.recorder = prepared
         slots[slot]?.clip = clip
+        slots[slot]?.ring = ring
         if action == .beginAndStop { prepared.stop() }
 
         // The indicator, on the recorded display, left out of the frames.
@@ -298,10 +303,10 @@ package actor RecordingSessions {
 
     // MARK: internals
 
-    /// Opens the engine for `options`, then the file (last: nothing is left on disk when anything
-    /// before fails), and attaches the file to the engine.
+    /// Opens the engine for `options`, then its output: the file (last: nothing is left on disk
+    /// when anything before fails), the clip buffer or the frame ring, attached to the engine.
     private nonisolated static func prepare(_ options: RecordingOptions, configuration: EngineConfiguration, output: SessionOutput,
-                                            logger: Logger) async throws(ReplayError) -> (RecordingEngine, ClipBuffer?) {
+                                            logger: Logger) async throws(ReplayError) -> (RecordingEngine, ClipBuffer?, RingTap?) {
         let engine: RecordingEngine
         do throws(EngineError) {
             engine = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
@@ -316,7 +321,18 @@ package actor RecordingSessions {
             } catch {
                 throw ReplayError(error)
             }
-            return (engine, clip)
+            return (engine, clip, nil)
+        }
+        if case .ring = output {
+            let ring = try RingTap(width: engine.width, height: engine.height, name: "openreplaykit-ring-\(options.display)")
+            do throws(EngineError) {
+                try engine.attach(tap: ring)
+                try engine.attach(audioTap: ring)
+            } catch {
+                ring.close()
+                throw ReplayError(error)
+            }
+            return (engine, nil, ring)
         }
         let writer: MovieWriter
         do throws(MediaError) {
@@ -330,7 +346,7 @@ package actor RecordingSessions {
             unlink(options.outputPath)
             throw ReplayError(error)
         }
-        return (engine, nil)
+        return (engine, nil, nil)
     }
 
     /// Runs the engine (off this actor) until it has finished the file.
@@ -360,6 +376,9 @@ package actor RecordingSessions {
         slots[slot]?.runTask = nil
         slots[slot]?.recorder = nil
         slots[slot]?.clip = nil
+        // The app's reader sees the ring closed and ends its delivery.
+        slots[slot]?.ring?.close()
+        slots[slot]?.ring = nil
         let discardReason = slots[slot]?.discardReason
         slots[slot]?.discardReason = nil
         let error = discardReason ?? error

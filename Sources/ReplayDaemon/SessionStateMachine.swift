@@ -173,6 +173,8 @@ package enum SessionOutput: Sendable, Equatable {
     case movie
     /// A clip buffer of the last `seconds`, in memory (kept with `keyframeMargin` more).
     case clip(seconds: Double)
+    /// The app's own samples, before the encoder, through a frame ring (in-app capture); no file.
+    case ring
 
     /// What a clip buffer keeps beyond its length: one keyframe interval, so that a clip of its
     /// whole length can start at the keyframe before it.

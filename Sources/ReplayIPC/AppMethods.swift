@@ -110,9 +110,21 @@ public struct AppPresentPreviewRequest: ControlMethod, Equatable {
     public init() {}
 }
 
+/// What `appStartCapture` answers: the session, and where to fetch the frame ring once.
+public struct AppCaptureAnswer: Codable, Sendable, Equatable {
+    public var status: SessionStatus?
+    /// A socket in replayd's private folder that hands the caller (and only it) the ring's memory and
+    /// eventfd once (`RingHandover`); it is gone after that, or after `RingHandover.timeout`.
+    public var ringSocket: String
+    public init(status: SessionStatus?, ringSocket: String) {
+        self.status = status
+        self.ringSocket = ringSocket
+    }
+}
+
 /// Start the caller's in-app capture (its samples come back to it through the frame ring).
 public struct AppStartCaptureRequest: ControlMethod, Equatable {
-    public typealias Answer = AppSessionAnswer
+    public typealias Answer = AppCaptureAnswer
     public static let method = "appStartCapture"
     public var options: AppSessionOptions
     public init(options: AppSessionOptions) { self.options = options }

@@ -7,25 +7,14 @@ import Glibc
 /// session of its own (setsid), stdin from /dev/null, stdout and stderr appended to its log, and
 /// wait for the socket to answer.
 public enum DaemonLauncher {
-    /// True when something accepts connections on `socketPath` now.
+    /// True when something accepts connections on `socketPath` now. Never blocks: a listener whose
+    /// queue is full (it is busy, or its accepting task waits for the thread this runs on) is "not
+    /// yet", so callers polling from the cooperative pool cannot starve the server they wait for.
     public static func isListening(socketPath: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard socketPath.utf8.count < capacity else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: socketPath.utf8)
-            raw[socketPath.utf8.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        return result == 0
+        return UnixAddress.with(socketPath) { connect(fd, $0, $1) } == 0
     }
 
     /// The `replayd` executable beside the running one (resolved through /proc/self/exe), or nil.
