@@ -34,7 +34,6 @@ public final class RPScreenRecorder: Sendable {
         weak var delegate: (any RPScreenRecorderDelegate)?
         var isMicrophoneEnabled = false
         var isRecording = false
-        var isCapturing = false
         var isClipBuffering = false
         /// Replayd's word on availability (nil: not asked yet).
         var available: Bool?
@@ -211,7 +210,6 @@ public final class RPScreenRecorder: Sendable {
                     defer { state.isRecording = false }
                     return state.isRecording
                 case .appClip: state.isClipBuffering = false
-                case .appCapture: state.isCapturing = false
                 default: break
                 }
                 return false
@@ -229,7 +227,6 @@ public final class RPScreenRecorder: Sendable {
         let wasRecording: Bool = state.withLock { state in
             defer {
                 state.isRecording = false
-                state.isCapturing = false
                 state.isClipBuffering = false
             }
             return state.isRecording

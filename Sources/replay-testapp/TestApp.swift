@@ -14,6 +14,7 @@ struct TestApp: AsyncParsableCommand {
         discussion: """
             Steps: child=EXECUTABLE|ARG|ARG… (a child process, part of the app), start, stop, stop-to=PATH, discard, present, mic=on|off, available, \
             clip-start, clip-export=PATH:SECONDS, clip-stop, sleep=SECONDS, \
+            capture=SECONDS[@X,Y…] (in-app capture: counts, times, and the last picture's Y/Cb/Cr at each point), \
             wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
             (RPScreen.isCaptured's changes), hold (until killed).
             """)
@@ -47,6 +48,18 @@ struct TestApp: AsyncParsableCommand {
                     let parts = (value ?? "").split(separator: ":", maxSplits: 1).map(String.init)
                     try await recorder.exportClip(to: URL(fileURLWithPath: parts[0]), duration: Double(parts.last ?? "") ?? 0)
                 case "clip-stop": try await recorder.stopClipBuffering()
+                case "capture":
+                    let parts = (value ?? "2").split(separator: "@").map(String.init)
+                    let points = parts.dropFirst().compactMap { point -> (Int, Int)? in
+                        let xy = point.split(separator: ",").compactMap { Int($0) }
+                        return xy.count == 2 ? (xy[0], xy[1]) : nil
+                    }
+                    let tally = CaptureTally(points: points)
+                    try await recorder.startCapture { buffer, type in tally.add(buffer, type) }
+                    try await Task.sleep(for: .seconds(Double(parts.first ?? "2") ?? 2))
+                    try await recorder.stopCapture()
+                    Self.report(step, extra: tally.report())
+                    continue
                 case "sleep": try await Task.sleep(for: .seconds(Double(value ?? "1") ?? 1))
                 case "wait-stopped":
                     let error = await delegate.waitForStop(seconds: Double(value ?? "30") ?? 30)
@@ -147,5 +160,82 @@ final class Delegate: RPScreenRecorderDelegate {
             try? await Task.sleep(for: .milliseconds(50))
         }
         return nil
+    }
+}
+
+/// What the test app's in-app capture received, read as iOS sample-handling code reads it.
+final class CaptureTally: Sendable {
+    private struct State {
+        var video = 0, audioApp = 0, audioMic = 0
+        var timesIncrease = true
+        var lastTime = -Double.infinity
+        var width = 0, height = 0
+        var samples: [String] = []
+        var appPeak: Float = 0
+    }
+    private let points: [(Int, Int)]
+    private let state = Mutex(State())
+
+    init(points: [(Int, Int)]) { self.points = points }
+
+    func add(_ buffer: CMSampleBuffer, _ type: RPSampleBufferType) {
+        let time = CMTimeGetSeconds(CMSampleBufferGetPresentationTimeStamp(buffer))
+        switch type {
+        case .video:
+            guard let pixels = CMSampleBufferGetImageBuffer(buffer) else { return }
+            CVPixelBufferLockBaseAddress(pixels, .readOnly)
+            defer { CVPixelBufferUnlockBaseAddress(pixels, .readOnly) }
+            let width = CVPixelBufferGetWidth(pixels), height = CVPixelBufferGetHeight(pixels)
+            var samples: [String] = []
+            if let luma = CVPixelBufferGetBaseAddressOfPlane(pixels, 0), let chroma = CVPixelBufferGetBaseAddressOfPlane(pixels, 1) {
+                let lumaRow = CVPixelBufferGetBytesPerRowOfPlane(pixels, 0), chromaRow = CVPixelBufferGetBytesPerRowOfPlane(pixels, 1)
+                for (x, y) in points where x < width && y < height {
+                    let yValue = luma.load(fromByteOffset: y * lumaRow + x, as: UInt8.self)
+                    let cb = chroma.load(fromByteOffset: (y / 2) * chromaRow + (x / 2) * 2, as: UInt8.self)
+                    let cr = chroma.load(fromByteOffset: (y / 2) * chromaRow + (x / 2) * 2 + 1, as: UInt8.self)
+                    samples.append("\(yValue),\(cb),\(cr)")
+                }
+            }
+            state.withLock { state in
+                state.video += 1
+                if time <= state.lastTime { state.timesIncrease = false }
+                state.lastTime = time
+                state.width = width
+                state.height = height
+                state.samples = samples
+            }
+        case .audioApp, .audioMic:
+            var peak: Float = 0
+            if let data = CMSampleBufferGetDataBuffer(buffer) {
+                var length = 0
+                var pointer: UnsafeMutablePointer<CChar>?
+                if CMBlockBufferGetDataPointer(data, atOffset: 0, lengthAtOffsetOut: nil, totalLengthOut: &length, dataPointerOut: &pointer) == kCMBlockBufferNoErr,
+                   let pointer {
+                    pointer.withMemoryRebound(to: Float.self, capacity: length / 4) { floats in
+                        for index in 0..<(length / 4) { peak = max(peak, abs(floats[index])) }
+                    }
+                }
+            }
+            state.withLock { state in
+                if type == .audioApp {
+                    state.audioApp += 1
+                    state.appPeak = max(state.appPeak, peak)
+                } else {
+                    state.audioMic += 1
+                }
+            }
+        }
+    }
+
+    func report() -> [String: TestApp.Value] {
+        state.withLock { state in
+            var fields: [String: TestApp.Value] = [
+                "video": .int(state.video), "audioApp": .int(state.audioApp), "audioMic": .int(state.audioMic),
+                "timesIncrease": .bool(state.timesIncrease), "width": .int(state.width), "height": .int(state.height),
+                "appPeak": .double(Double(state.appPeak)),
+            ]
+            for (index, sample) in state.samples.enumerated() { fields["ycbcr\(index)"] = .string(sample) }
+            return fields
+        }
     }
 }

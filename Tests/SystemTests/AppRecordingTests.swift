@@ -94,3 +94,37 @@ extension SystemTests.AppSessionTests {
         }
     }
 }
+
+extension SystemTests.AppSessionTests {
+    /// In-app capture through the library: the app's own pictures (its green window, black where
+    /// another app's red window is) and its own sound come to its handler in time order, through the
+    /// frame ring replayd hands it once.
+    @Test func theAppsCaptureHoldsOnlyItsOwnWindowAndSound() async throws {
+        try await TestEnvironment.with(.init(content: nil)) { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let other = try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                                              options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
+            defer { Task { await other.stop() } }
+            let child = [try Binaries.testContent(), "--app", "300x300+600+100", "--colour", "00ff00", "--tone", "700"].joined(separator: "|")
+            let lines = try await App.app(environment, ["child=\(child)", "capture=3@750,250@250,250", "capture=1"])
+            let capture = try App.line(lines, "capture=3@750,250@250,250")
+            #expect(capture["ok"] as? Bool == true, "\(lines)")
+            let video = capture["video"] as? Int ?? 0
+            // A still window: the first picture, then one a second (pictures follow changes, as ReplayKit's).
+            #expect(video >= 3, "pictures arrive: \(capture)")
+            #expect(capture["timesIncrease"] as? Bool == true, "in time order: \(capture)")
+            #expect(capture["width"] as? Int == environment.xvfb.width && capture["height"] as? Int == environment.xvfb.height, "\(capture)")
+            #expect((capture["audioApp"] as? Int ?? 0) > 50, "its own sound, in chunks: \(capture)")
+            #expect((capture["appPeak"] as? Double ?? 0) > 0.05, "the app's tone is heard: \(capture)")
+            #expect((capture["audioMic"] as? Int ?? -1) == 0, "no microphone unless enabled: \(capture)")
+            let ycbcr = { (key: String) -> [Int] in ((capture[key] as? String) ?? "").split(separator: ",").compactMap { Int($0) } }
+            let own = ycbcr("ycbcr0"), others = ycbcr("ycbcr1")
+            #expect(own.count == 3 && own[0] > 100 && own[1] < 100 && own[2] < 100, "its own green window (Y high, Cb and Cr low): \(own)")
+            #expect(others.count == 3 && others[0] < 30 && abs(others[1] - 128) < 8 && abs(others[2] - 128) < 8,
+                    "black where the other app's red window is: \(others)")
+            // A second capture after the first stopped: the ring is handed over again.
+            #expect(try App.line(lines, "capture=1")["ok"] as? Bool == true, "\(lines)")
+        }
+    }
+}
