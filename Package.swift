@@ -42,6 +42,8 @@ let package = Package(
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        // x264.pc adds -DX264_API_IMPORTS, a flag SwiftPM refuses with a warning (it matters on Windows only).
+        .systemLibrary(name: "CX264", providers: [.apt(["libx264-dev"])]),
         // C glue Swift cannot express, one small C target per C library (macros, variadic callbacks,
         // externs of incomplete type, socket ancillary data), each with static asserts on what it assumes.
         .target(name: "CFFmpegShim", dependencies: ["CFFmpeg"], linkerSettings: [.linkedLibrary("avutil")]),
@@ -55,7 +57,7 @@ let package = Package(
                 dependencies: ["CFFmpeg", "CFFmpegShim", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayMedia",
-                dependencies: ["CFFmpeg", "CYUV", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["CFFmpeg", "CX264", "CYUV", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayCapture",
                 dependencies: ["ReplayMedia", "CXCB", "CPulse", "CCairo", "CYUV", "CXCBShim",
