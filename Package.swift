@@ -47,6 +47,8 @@ let package = Package(
         .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CGtk", pkgConfig: "gtk4", providers: [.apt(["libgtk-4-dev"])]),
+        // x264.pc adds -DX264_API_IMPORTS, a flag SwiftPM refuses with a warning (it matters on Windows only).
+        .systemLibrary(name: "CX264", providers: [.apt(["libx264-dev"])]),
         // C glue Swift cannot express, one small C target per C library (macros, variadic callbacks,
         // externs of incomplete type, socket ancillary data), each with static asserts on what it assumes.
         .target(name: "CFFmpegShim", dependencies: ["CFFmpeg"], linkerSettings: [.linkedLibrary("avutil")]),
@@ -61,7 +63,7 @@ let package = Package(
                 dependencies: ["CFFmpeg", "CFFmpegShim", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayMedia",
-                dependencies: ["CFFmpeg", "CYUV", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["CFFmpeg", "CX264", "CYUV", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayCapture",
                 dependencies: ["ReplayMedia", "CXCB", "CPulse", "CCairo", "CYUV", "CXCBShim",

@@ -8,6 +8,8 @@
 #   BENCH_DRIFT     seconds of the A/V drift run (default 0: skipped; 3600 checks "no drift over an hour")
 #   BENCH_RING_SECONDS  seconds of the frame ring run (default 10)
 #   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
+#   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
+#                   macroblocks did not change: the encoder before the damage map), and its ratio
 set -euo pipefail
 BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
 SECONDS_EACH=${BENCH_SECONDS:-20}
@@ -69,11 +71,17 @@ theirs() {  # theirs FILE: ffmpeg's CPU-seconds (user+sys) for the same job
 }
 
 compare() {  # compare NAME TARGET CONTENT-ARGS...: PAIRS back-to-back runs of ours and ffmpeg; the median ratio counts
-  local name=$1 goal=$2 slug=${1// /-} i o t line ratios="" frames=0 dropped=0 ob=0 tb=0 full=0
+  local name=$1 goal=$2 slug=${1// /-} i o t b line ratios="" before="" frames=0 dropped=0 ob=0 tb=0 bb=0 full=0
+  slug=${slug//+/}
   [[ " ${*:3} " == *" --full-motion "* ]] && full=1
   content "${@:3}"
   for i in $(seq "$PAIRS"); do
+    if [ "${BENCH_BEFORE:-0}" = 1 ]; then
+      b=$(ours "$WORK/$slug-b$i.mp4" --libavcodec-x264)
+      bb=$((bb + $(stat -c %s "$WORK/$slug-b$i.mp4")))
+    fi
     o=$(ours "$WORK/$slug-o$i.mp4"); t=$(theirs "$WORK/$slug-t$i.mp4")
+    [ "${BENCH_BEFORE:-0}" = 1 ] && before="$before $b $t"
     line=$(grep " frames=" "$WORK/ours.log" | tail -n 1)
     frames=$((frames + $(sed -n 's/.* frames=\([0-9]*\).*/\1/p' <<<"$line")))
     dropped=$((dropped + $(sed -n 's/.*dropped=\([0-9]*\).*/\1/p' <<<"$line")))
@@ -96,6 +104,14 @@ compare() {  # compare NAME TARGET CONTENT-ARGS...: PAIRS back-to-back runs of o
     printf "%-28s ours %6.3f CPU-s/s   ffmpeg %6.3f CPU-s/s   ratio %.2f, median of %d pairs [%s] (target <= %s; ours %d frames in all, %d dropped, %.1f MB a file; ffmpeg %.1f MB) %s\n",
       name, so / (p * s), st / (p * s), m, p, list, goal, f, d, ob / (p * 1e6), tb / (p * 1e6),
       (m <= goal && d == 0 && (!full || f >= 0.97 * p * s * fps) ? "OK" : "MISSED") }'
+  [ -n "$before" ] && awk -v name="$name" -v s="$SECONDS_EACH" -v bb="$bb" -v runs="$before" 'BEGIN {
+    k = split(runs, v, " "); p = k / 2; list = ""
+    for (i = 1; i <= p; i++) { r[i] = v[2 * i - 1] / v[2 * i]; so += v[2 * i - 1]; list = list sprintf("%s%.2f", (i > 1 ? " " : ""), r[i]) }
+    for (i = 1; i <= p; i++) for (j = i + 1; j <= p; j++) if (r[j] < r[i]) { x = r[i]; r[i] = r[j]; r[j] = x }
+    m = (p % 2 ? r[(p + 1) / 2] : (r[p / 2] + r[p / 2 + 1]) / 2)
+    printf "%-28s ours %6.3f CPU-s/s   ratio %.2f, median of %d pairs [%s] (%.1f MB a file)\n",
+      "  before (libavcodec x264)", so / (p * s), m, p, list, bb / (p * 1e6) }'
+  return 0
 }
 
 echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, display $DISPLAY"
@@ -105,7 +121,8 @@ echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, displ
 "$BIN/replay-ring" bench --seconds "${BENCH_RING_SECONDS:-10}"
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio
-compare "typical desktop" 0.40 --desktop --no-audio
+compare "typical desktop" 0.30 --desktop --no-audio
+compare "still + small animation" 0.30 --small-animation --no-audio
 
 content --static --no-audio
 o=$(ours "$WORK/o3.mp4"); t=$(theirs "$WORK/t3.mp4")

@@ -57,6 +57,8 @@ struct Record: AsyncParsableCommand {
     @Flag(help: "Record the default sink's monitor.") var systemAudio = false
     @Flag(help: "Record the microphone.") var mic = false
     @Flag(help: "Log at debug level.") var verbose = false
+    @Flag(help: "libx264 through libavcodec, not told which macroblocks did not change (the encoder before the damage map).")
+    var libavcodecX264 = false
 
     func run() async throws {
         LoggingSystem.bootstrap { label in
@@ -76,10 +78,11 @@ struct Record: AsyncParsableCommand {
             video = .screen(display: display)
         }
         let levels: [String: EncodingQuality] = ["low": .low, "medium": .medium, "high": .high]
-        let configuration = EngineConfiguration(
+        var configuration = EngineConfiguration(
             video: video, audio: (systemAudio ? [app.map { .application(ApplicationScope(processID: $0)) } ?? .systemMix] : []) + (mic ? [.microphone] : []),
             audioRequired: mic || systemAudio, framesPerSecond: fps, durationSeconds: duration,
             quality: levels[quality] ?? .medium)
+        configuration.x264TakesChangedBlocks = !libavcodecX264
         let before = Self.cpuSeconds()
         let recorder = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
         try recorder.attach(try MovieWriter(path: URL(fileURLWithPath: output).path, logger: logger))

@@ -144,7 +144,8 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     }
 
     /// Brings `current` up to date, and its `changedFraction` (0 when nothing changed). Returns
-    /// false when nothing visible changed (no work was done).
+    /// false when nothing visible changed (no work was done). What changed is added to
+    /// `current.changedBlocks`, which the caller empties when it hands the picture to the encoder.
     package func update() throws(CaptureError) -> Bool {
         current.changedFraction = 0
         let connection = x.connection
@@ -575,9 +576,12 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
               let scaled else {
             for area in areas {
                 current.convert(fromBGRA: bytes, stride: source.width * 4, columns: area.x..<area.maxX, rows: area.y..<area.maxY)
+                // As converted: widened to even edges (the chroma of two pixels).
+                current.changedBlocks.mark(x: (area.x & ~1)..<((area.maxX + 1) & ~1), y: (area.y & ~1)..<((area.maxY + 1) & ~1))
             }
             return
         }
+        current.changedBlocks.markAll()
         // Letterbox: keep the aspect ratio, centre, black around.
         let scale = min(Double(outputWidth) / Double(source.width), Double(outputHeight) / Double(source.height))
         let w = max(2, Int(Double(source.width) * scale) & ~1), h = max(2, Int(Double(source.height) * scale) & ~1)

@@ -317,6 +317,8 @@ final class CapturePipeline: @unchecked Sendable {
             framesDropped.add(1, ordering: .relaxed)
             return false
         }
+        // The next picture's changes count from this one (a dropped picture's stay in).
+        capture.current.changedBlocks.removeAll()
         return true
     }
 

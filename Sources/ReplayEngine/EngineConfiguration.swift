@@ -17,6 +17,9 @@ public struct EngineConfiguration: Sendable, Equatable {
     public var durationSeconds: Double?
     public var quality: EncodingQuality
     public var encoder: EncoderPreference
+    /// libx264 through its own API, told which macroblocks did not change (true), or through
+    /// libavcodec as before (false): `replay-bench --libavcodec-x264` sets the two side by side.
+    package var x264TakesChangedBlocks = true
 
     public init(video: VideoSource, audio: [AudioSource] = [.systemMix], audioRequired: Bool = false,
                 audioLayout: AudioLayout = .mixed, framesPerSecond: Int = 30, durationSeconds: Double? = nil,

@@ -68,8 +68,9 @@ public final class RecordingEngine: Sendable {
         }
         // 2. The video encoder.
         let (preset, crf) = configuration.quality.x264
-        let settings = VideoEncoderSettings(width: capture.outputWidth, height: capture.outputHeight,
+        var settings = VideoEncoderSettings(width: capture.outputWidth, height: capture.outputHeight,
                                             framesPerSecond: configuration.framesPerSecond, preset: preset, crf: crf)
+        if !configuration.x264TakesChangedBlocks { settings.backend = .libavcodecX264 }
         let encoder = try openVideoEncoder(settings: settings, preference: configuration.encoder, logger: logger)
         // 3. Sound.
         var sources: [(AudioSource, [SoundRole])] = []

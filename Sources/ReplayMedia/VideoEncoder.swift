@@ -1,4 +1,5 @@
 import CFFmpeg
+import CX264
 import CYUV
 import ReplayFFmpeg
 package import Logging
@@ -8,7 +9,10 @@ import Glibc
 
 /// What the H.264 encoder is asked for.
 public struct VideoEncoderSettings: Sendable, Equatable {
-    public enum Backend: String, Sendable { case x264, vaapi }
+    /// `x264`: libx264 through its own API, told which macroblocks did not change (the default);
+    /// `libavcodecX264`: the same libx264 through libavcodec, which cannot tell it (kept to compare);
+    /// `vaapi`: h264_vaapi on a render node.
+    public enum Backend: String, Sendable { case x264, libavcodecX264, vaapi }
     public var width: Int
     public var height: Int
     public var framesPerSecond: Int
@@ -30,8 +34,10 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     }
 }
 
-/// H.264 through libavcodec: libx264, or h264_vaapi on a working render node. Owns its codec
-/// context; used from one thread (the video encoder loop).
+/// H.264: libx264 through its own API (`X264Encoder`, which takes the capture's map of unchanged
+/// macroblocks), or through libavcodec (libx264, or h264_vaapi on a working render node). Owns its
+/// codec context (for the libx264 API only the track's description); used from one thread (the
+/// video encoder loop).
 package final class VideoEncoder: @unchecked Sendable {
     package let settings: VideoEncoderSettings
     package let name: String
@@ -40,6 +46,7 @@ package final class VideoEncoder: @unchecked Sendable {
     private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>?
     private var uploadFrame: UnsafeMutablePointer<AVFrame>?  // NV12 staging (VA-API)
     private var hardwareFrame: UnsafeMutablePointer<AVFrame>?
+    private var x264: X264Encoder?
     /// Pictures between two keyframes; libx264's are forced here (see `encode`).
     private let keyframeInterval: Int
     private var picturesSinceKeyframe: Int
@@ -65,7 +72,8 @@ package final class VideoEncoder: @unchecked Sendable {
 
     package init(settings: VideoEncoderSettings, renderNode: String? = nil, logger: Logger) throws(MediaError) {
         let codecName = settings.backend == .vaapi ? "h264_vaapi" : "libx264"
-        guard let codec = avcodec_find_encoder_by_name(codecName) else {
+        let codec = settings.backend == .x264 ? nil : avcodec_find_encoder_by_name(codecName)
+        guard settings.backend == .x264 || codec != nil else {
             throw MediaError(.encoderUnavailable, "this FFmpeg has no \(codecName) encoder")
         }
         guard let context = avcodec_alloc_context3(codec), let packet = av_packet_alloc() else {
@@ -86,14 +94,43 @@ package final class VideoEncoder: @unchecked Sendable {
         picturesSinceKeyframe = keyframeInterval   // the first picture is a keyframe
         // libx264 would place its keyframe where `encode` forces a P-frame, and warn that it changed
         // the type; so `encode` forces every keyframe, and libx264's own limit lies one beyond.
-        context.pointee.gop_size = Int32(keyframeInterval + (settings.backend == .x264 ? 1 : 0))
-        context.pointee.max_b_frames = settings.backend == .x264 ? 1 : 0
+        context.pointee.gop_size = Int32(keyframeInterval + (settings.backend == .vaapi ? 0 : 1))
+        context.pointee.max_b_frames = settings.backend == .vaapi ? 0 : 1
         context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         context.pointee.colorspace = AVCOL_SPC_BT470BG
         context.pointee.color_range = AVCOL_RANGE_MPEG
         context.pointee.color_primaries = AVCOL_PRI_BT709
         context.pointee.color_trc = AVCOL_TRC_IEC61966_2_1
 
+        // A short look-ahead keeps the macroblock tree (without it, full-motion files doubled and
+        // cost more CPU to write) while x264 holds few frames: on a still screen the pipeline
+        // pushes a change through with repeats, which cost x264 several milliseconds each. Three
+        // frames made files no bigger than veryfast's ten. One B-frame without the adaptive
+        // decision, and only where most of the screen changed (`encode`): full-motion files
+        // half the size for less CPU, a desktop's cost unchanged. No scene-cut keyframes:
+        // `encode` places every keyframe, and libx264's search for cuts cost about 7% of full
+        // motion, for files of the same size and quality (docs/ARCHITECTURE.md, "Encoders").
+        let x264Parameters = "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0"
+        if settings.backend == .x264 {
+            let x264 = try X264Encoder(settings: settings, keyframeLimit: Int(context.pointee.gop_size),
+                                       maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters)
+            self.x264 = x264
+            // What a destination copies into its track, as libavcodec's wrapper fills it in.
+            context.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+            context.pointee.codec_id = AV_CODEC_ID_H264
+            context.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            context.pointee.profile = FF_PROFILE_H264_HIGH
+            context.pointee.level = x264.level
+            context.pointee.has_b_frames = x264.reorderDelay
+            guard let extradata = av_mallocz(x264.headers.count + Int(AV_INPUT_BUFFER_PADDING_SIZE))?.assumingMemoryBound(to: UInt8.self) else {
+                fatalError("out of memory for the H.264 headers")
+            }
+            x264.headers.withUnsafeBufferPointer { extradata.update(from: $0.baseAddress!, count: $0.count) }
+            context.pointee.extradata = extradata
+            context.pointee.extradata_size = Int32(x264.headers.count)
+            logger.info("video encoder libx264 (its own API, told the unchanged macroblocks) \(settings.width)x\(settings.height)@\(settings.framesPerSecond) preset \(settings.preset) crf \(settings.crf)")
+            return
+        }
         var options: OpaquePointer?
         defer { av_dict_free(&options) }
         if settings.backend == .vaapi {
@@ -106,15 +143,7 @@ package final class VideoEncoder: @unchecked Sendable {
             av_dict_set(&options, "preset", settings.preset, 0)
             av_dict_set(&options, "crf", String(settings.crf), 0)
             av_dict_set(&options, "profile", "high", 0)
-            // A short look-ahead keeps the macroblock tree (without it, full-motion files doubled and
-            // cost more CPU to write) while x264 holds few frames: on a still screen the pipeline
-            // pushes a change through with repeats, which cost x264 several milliseconds each. Three
-            // frames made files no bigger than veryfast's ten. One B-frame without the adaptive
-            // decision, and only where most of the screen changed (`encode`): full-motion files
-            // half the size for less CPU, a desktop's cost unchanged. No scene-cut keyframes:
-            // `encode` places every keyframe, and libx264's search for cuts cost about 7% of full
-            // motion, for files of the same size and quality (docs/ARCHITECTURE.md, "Encoders").
-            av_dict_set(&options, "x264-params", "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0", 0)
+            av_dict_set(&options, "x264-params", x264Parameters, 0)
         }
         let status = avcodec_open2(context, codec, &options)
         guard status >= 0 else {
@@ -195,6 +224,14 @@ package final class VideoEncoder: @unchecked Sendable {
 
     private func encode(_ frame: VideoFrame?, pts: Int64,
                         deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+        if let x264 {
+            let type: Int32 = switch frame.map(pictureType(for:)) {
+            case AV_PICTURE_TYPE_I: X264_TYPE_KEYFRAME
+            case AV_PICTURE_TYPE_P: X264_TYPE_P
+            default: X264_TYPE_AUTO
+            }
+            return try x264.encode(frame, pts: pts, type: type, into: packet, deliver: deliver)
+        }
         var status: Int32
         if let frame {
             let input = try prepareInput(frame)
@@ -221,7 +258,7 @@ package final class VideoEncoder: @unchecked Sendable {
     /// libx264's: a keyframe every `keyframeInterval` pictures, else P unless most of it changed.
     /// VA-API places its own.
     private func pictureType(for frame: VideoFrame) -> AVPictureType {
-        guard settings.backend == .x264 else { return AV_PICTURE_TYPE_NONE }
+        guard settings.backend != .vaapi else { return AV_PICTURE_TYPE_NONE }
         if picturesSinceKeyframe >= keyframeInterval {
             picturesSinceKeyframe = 1
             return AV_PICTURE_TYPE_I

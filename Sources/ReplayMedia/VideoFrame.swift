@@ -15,6 +15,9 @@ package final class VideoFrame: @unchecked Sendable {
     /// How much of the picture its last update changed (0...1; 0 for a repeat). The encoder lets
     /// only pictures that changed most of the screen become B-frames.
     package var changedFraction = 0.0
+    /// The macroblocks that changed since the picture before this one went to the encoder (all of
+    /// them unless the capture says otherwise): libx264 skips its analysis of the others.
+    package var changedBlocks: ChangedMacroblocks
 
     package init(width: Int, height: Int) {
         guard let frame = av_frame_alloc() else { fatalError("out of memory allocating a video frame") }
@@ -25,6 +28,7 @@ package final class VideoFrame: @unchecked Sendable {
         self.frame = frame
         self.width = width
         self.height = height
+        self.changedBlocks = ChangedMacroblocks(width: width, height: height)
     }
 
     deinit {
@@ -64,5 +68,6 @@ package final class VideoFrame: @unchecked Sendable {
         timestamp = other.timestamp
         tick = other.tick
         changedFraction = other.changedFraction
+        changedBlocks = other.changedBlocks
     }
 }

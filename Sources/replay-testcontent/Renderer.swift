@@ -12,6 +12,9 @@ enum ContentMode: Equatable {
     /// A still background, a terminal scrolling text lines and a small animated square; only what
     /// changes is redrawn.
     case desktop
+    /// The desktop's still background with one 320x180 moving pattern (a video playing in a
+    /// corner): only that area changes, every frame.
+    case smallAnimation
     /// Every pixel changes every frame: 30-pixel tiles whose colours move as diagonal waves (the
     /// full-motion benchmark: what a game or a video looks like to an encoder).
     case fullMotion
@@ -98,7 +101,7 @@ final class Renderer {
         let stackValues: [UInt32] = [XCB_STACK_MODE_ABOVE.rawValue]
         xcb_configure_window(connection, window, UInt16(XCB_CONFIG_WINDOW_STACK_MODE.rawValue), stackValues)
         xcb_flush(connection)
-        if mode == .desktop { desktop = DesktopScene(layout: layout) }
+        if mode == .desktop || mode == .smallAnimation { desktop = DesktopScene(layout: layout) }
     }
 
     deinit {
@@ -137,6 +140,17 @@ final class Renderer {
         case .fullMotion:
             drawFullMotionFrame(n)
             xcb_copy_area(connection, pixmap, window, gc, 0, 0, 0, 0, UInt16(width), UInt16(height))
+        case .smallAnimation:
+            guard var scene = desktop else { return }
+            var dirty = scene.drawBackground(fill: { rects, colour in self.fill(rects, colour) })
+            desktop = scene
+            let area = scene.movingPatternArea
+            drawWaves(n, in: area, tile: 20)
+            dirty.append(area)
+            for rect in dirty {
+                xcb_copy_area(connection, pixmap, window, gc, Int16(rect.x), Int16(rect.y), Int16(rect.x), Int16(rect.y),
+                              UInt16(rect.width), UInt16(rect.height))
+            }
         case .desktop:
             guard var scene = desktop else { return }
             let dirty = scene.draw(frame: n, fill: { rects, colour in self.fill(rects, colour) },
@@ -178,16 +192,23 @@ final class Renderer {
     }
 
     private func drawFullMotionFrame(_ n: Int) {
-        let tile = 30
+        drawWaves(n, in: Layout.Rect(x: 0, y: 0, width: width, height: height), tile: 30)
+        fill([layout.square(frame: n)], Layout.squareColour)
+    }
+
+    /// Tiles of `area` whose colours move as diagonal waves: every pixel changes every frame.
+    private func drawWaves(_ n: Int, in area: Layout.Rect, tile: Int) {
         let levels = 24
         var buckets = Array(repeating: [Layout.Rect](), count: levels * levels)
-        for row in 0..<((height + tile - 1) / tile) {
-            for column in 0..<((width + tile - 1) / tile) {
+        for row in 0..<((area.height + tile - 1) / tile) {
+            for column in 0..<((area.width + tile - 1) / tile) {
                 let a = (column * 3 + row * 2 + n * 2) % (2 * levels)
                 let b = (column - row * 3 + n * 5 + 4 * levels) % (2 * levels)
                 let i = a < levels ? a : 2 * levels - 1 - a
                 let j = b < levels ? b : 2 * levels - 1 - b
-                buckets[i * levels + j].append(Layout.Rect(x: column * tile, y: row * tile, width: tile, height: tile))
+                buckets[i * levels + j].append(Layout.Rect(x: area.x + column * tile, y: area.y + row * tile,
+                                                           width: min(tile, area.width - column * tile),
+                                                           height: min(tile, area.height - row * tile)))
             }
         }
         for (index, rects) in buckets.enumerated() where !rects.isEmpty {
@@ -195,7 +216,6 @@ final class Renderer {
             let colour = Layout.RGB(r: UInt8(i * 255 / (levels - 1)), g: UInt8(j * 255 / (levels - 1)), b: UInt8((i + j) * 255 / (2 * levels - 2)))
             fill(rects, colour)
         }
-        fill([layout.square(frame: n)], Layout.squareColour)
     }
 
     private func fill(_ rects: [Layout.Rect], _ colour: Layout.RGB) {
@@ -270,9 +290,22 @@ struct DesktopScene {
         animationArea = Layout.Rect(x: layout.width * 3 / 4, y: layout.height * 3 / 4, width: side, height: side)
     }
 
+    /// Where `--small-animation` plays its 320x180 pattern: right of the terminal, below the middle.
+    var movingPatternArea: Layout.Rect {
+        let w = min(320, layout.width / 4), h = min(180, layout.height / 4)
+        return Layout.Rect(x: layout.width * 5 / 8, y: layout.height * 5 / 8, width: w, height: h)
+    }
+
     /// Draws frame `n` into the back buffer and returns the rectangles that changed.
     mutating func draw(frame n: Int, fill: ([Layout.Rect], Layout.RGB) -> Void,
                        scroll: (Layout.Rect, Int) -> Void) -> [Layout.Rect] {
+        var dirty = drawBackground(fill: fill)
+        dirty.append(contentsOf: drawChanges(frame: n, fill: fill, scroll: scroll))
+        return dirty
+    }
+
+    /// The background, icons and terminal, the first time only; returns what it drew.
+    mutating func drawBackground(fill: ([Layout.Rect], Layout.RGB) -> Void) -> [Layout.Rect] {
         var dirty: [Layout.Rect] = []
         if !drawnBackground {
             fill([Layout.Rect(x: 0, y: 0, width: layout.width, height: layout.height)], Self.background)
@@ -284,6 +317,12 @@ struct DesktopScene {
             drawnBackground = true
             dirty.append(Layout.Rect(x: 0, y: 0, width: layout.width, height: layout.height))
         }
+        return dirty
+    }
+
+    private mutating func drawChanges(frame n: Int, fill: ([Layout.Rect], Layout.RGB) -> Void,
+                                      scroll: (Layout.Rect, Int) -> Void) -> [Layout.Rect] {
+        var dirty: [Layout.Rect] = []
         // A new line of text every third frame: the terminal scrolls up by one line.
         if n % 3 == 0 {
             scroll(terminal, lineHeight)

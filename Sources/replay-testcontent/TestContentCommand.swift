@@ -37,6 +37,9 @@ struct TestContentCommand: ParsableCommand {
     @Flag(help: "A typical desktop: still background, a terminal scrolling text, a small animation.")
     var desktop = false
 
+    @Flag(name: .customLong("small-animation"), help: "The desktop's still background with one 320x180 moving pattern (a still screen where little changes).")
+    var smallAnimation = false
+
     @Flag(name: .customLong("full-motion"), help: "Every pixel changes every frame (full-motion benchmark).")
     var fullMotion = false
 
@@ -79,8 +82,8 @@ struct TestContentCommand: ParsableCommand {
 
     func validate() throws {
         guard (1...240).contains(fps) else { throw ValidationError("--fps must be between 1 and 240.") }
-        if [staticScreen, desktop, fullMotion].filter({ $0 }).count > 1 {
-            throw ValidationError("--static, --desktop and --full-motion exclude each other.")
+        if [staticScreen, desktop, smallAnimation, fullMotion].filter({ $0 }).count > 1 {
+            throw ValidationError("--static, --desktop, --small-animation and --full-motion exclude each other.")
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive.") }
         if repaint && !staticScreen { throw ValidationError("--repaint goes with --static.") }
@@ -114,7 +117,7 @@ struct TestContentCommand: ParsableCommand {
             }
             return
         }
-        let mode: ContentMode = staticScreen ? .still : desktop ? .desktop : fullMotion ? .fullMotion : .bars
+        let mode: ContentMode = staticScreen ? .still : desktop ? .desktop : smallAnimation ? .smallAnimation : fullMotion ? .fullMotion : .bars
         let renderer: Renderer
         do {
             renderer = try Renderer(displayName: display, mode: mode)

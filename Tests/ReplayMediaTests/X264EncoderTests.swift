@@ -1,0 +1,141 @@
+import Testing
+import Foundation
+import Logging
+@testable import ReplayMedia
+import ReplayTesting
+
+/// libx264 through its own API (`X264Encoder`) against the same libx264 through libavcodec: the
+/// same stream, read back with ffprobe and decoded with ffmpeg; and the capture's map of
+/// unchanged macroblocks is what libx264 goes by.
+@Suite(.serialized) struct X264EncoderTests {
+    let logger = Logger(label: "test")
+    let width = 320, height = 240, fps = 30
+
+    private func temporaryFolder() -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ork-x264-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    /// A BGRA picture: left half red, right half blue, with `squares` (x, y, BGR) of 64x64 pixels.
+    private func picture(squares: [(x: Int, y: Int, bgr: [UInt8])] = []) -> [UInt8] {
+        var pixels = [UInt8](repeating: 255, count: width * height * 4)
+        for y in 0..<height {
+            for x in 0..<width {
+                let i = (y * width + x) * 4
+                var bgr: [UInt8] = x < width / 2 ? [0, 0, 255] : [255, 0, 0]
+                for square in squares where (square.x..<square.x + 64).contains(x) && (square.y..<square.y + 64).contains(y) {
+                    bgr = square.bgr
+                }
+                pixels[i..<i + 3] = bgr[...]
+            }
+        }
+        return pixels
+    }
+
+    /// Encodes `pictures` (each with the macroblocks it says changed, nil: all of them), one a
+    /// tick, into a new movie with `backend`; returns its path.
+    private func encode(_ pictures: [(pixels: [UInt8], changed: [(x: Range<Int>, y: Range<Int>)]?)],
+                        backend: VideoEncoderSettings.Backend, in folder: URL) throws -> String {
+        let path = folder.appendingPathComponent("\(backend.rawValue).mp4").path
+        var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
+        settings.backend = backend
+        let video = try VideoEncoder(settings: settings, logger: logger)
+        let writer = try MovieWriter(path: path, logger: logger)
+        var track = TrackOutputs()
+        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
+        try writer.start()
+        let frame = VideoFrame(width: width, height: height)
+        for (tick, picture) in pictures.enumerated() {
+            picture.pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            if let changed = picture.changed {
+                frame.changedBlocks.removeAll()
+                for area in changed { frame.changedBlocks.mark(x: area.x, y: area.y) }
+            } else {
+                frame.changedBlocks.markAll()
+            }
+            frame.changedFraction = 0.1
+            try video.encode(frame, pts: Int64(tick), to: track)
+        }
+        try video.encode(nil, pts: 0, to: track)
+        try writer.finish()
+        return path
+    }
+
+    /// x264's options as it writes them into its SEI ("options: cabac=1 ref=1 …").
+    private func x264Options(in path: String) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let marker = Data("options: ".utf8)
+        let start = try #require(data.range(of: marker), "no x264 SEI in \(path)")
+        let end = data[start.upperBound...].firstIndex(of: 0) ?? data.endIndex
+        return String(decoding: data[start.upperBound..<end], as: UTF8.self)
+    }
+
+    @Test func makesTheStreamLibavcodecMakes() async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let still = picture()
+        let moved = picture(squares: [(x: 32, y: 32, bgr: [0, 255, 0])])
+        let pictures: [([UInt8], [(x: Range<Int>, y: Range<Int>)]?)] = (0..<75).map { $0 < 40 ? (still, nil) : (moved, nil) }
+        let direct = try encode(pictures.map { ($0.0, $0.1) }, backend: .x264, in: folder)
+        let libavcodec = try encode(pictures.map { ($0.0, $0.1) }, backend: .libavcodecX264, in: folder)
+
+        // The same settings, as libx264 itself lists them.
+        #expect(try x264Options(in: direct) == (try x264Options(in: libavcodec)))
+        let probe = try await MediaProbe.probe(direct)
+        let stream = try #require(probe.videoStreams.first)
+        #expect(stream.codecName == "h264")
+        #expect(stream.width == width && stream.height == height)
+        #expect(stream.frameCount == 75)
+        let types = try await MediaProbe.videoPictures(direct).map(\.type)
+        #expect(types == (try await MediaProbe.videoPictures(libavcodec).map(\.type)))
+        #expect(types[0] == "I" && types[60] == "I", "\(types.joined())")
+
+        let first = try await FrameDecoder.frame(at: 0.5, in: direct)
+        let left = first.pixel(x: 100, y: 200), right = first.pixel(x: 250, y: 120)
+        #expect(left.r > 200 && left.g < 50 && left.b < 50, "left half is red, got \(left)")
+        #expect(right.b > 200 && right.r < 50 && right.g < 50, "right half is blue, got \(right)")
+        let last = try await FrameDecoder.frame(at: 2.3, in: direct)
+        let square = last.pixel(x: 64, y: 64)
+        #expect(square.g > 200 && square.r < 50 && square.b < 50, "the square is green, got \(square)")
+    }
+
+    /// Two squares appear in the second picture; the map says only the first one's macroblocks
+    /// changed. libx264 skips the others as unchanged, so the second square is not in the movie;
+    /// through libavcodec (no map) both are. (The capture never says a changed block is unchanged:
+    /// this shows that libx264 goes by the map.)
+    @Test func skipsTheMacroblocksTheMapSaysAreUnchanged() async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let before = picture()
+        let after = picture(squares: [(x: 32, y: 32, bgr: [0, 255, 0]), (x: 224, y: 160, bgr: [0, 255, 0])])
+        let pictures: [([UInt8], [(x: Range<Int>, y: Range<Int>)]?)] = [(before, nil), (after, [(x: 32..<96, y: 32..<96)])]
+        let direct = try encode(pictures, backend: .x264, in: folder)
+        let libavcodec = try encode(pictures, backend: .libavcodecX264, in: folder)
+
+        let told = try await FrameDecoder.frames(1...1, in: direct)[0]
+        let marked = told.pixel(x: 64, y: 64), unmarked = told.pixel(x: 256, y: 192)
+        #expect(marked.g > 200 && marked.r < 50 && marked.b < 50, "the marked square is there, got \(marked)")
+        #expect(unmarked.b > 200 && unmarked.g < 50, "the unmarked square was skipped (still blue), got \(unmarked)")
+        let untold = try await FrameDecoder.frames(1...1, in: libavcodec)[0].pixel(x: 256, y: 192)
+        #expect(untold.g > 200 && untold.b < 50, "without the map both squares are there, got \(untold)")
+    }
+
+    @Test func marksTheMacroblocksAnAreaTouches() {
+        var map = ChangedMacroblocks(width: 100, height: 40)   // 7 x 3 macroblocks
+        #expect(map.columns == 7 && map.rows == 3 && map.all)
+        map.removeAll()
+        #expect(map.changedCount == 0)
+        map.mark(x: 15..<17, y: 0..<1)   // across the edge of the first two
+        #expect(map.isChanged(column: 0, row: 0) && map.isChanged(column: 1, row: 0) && !map.isChanged(column: 2, row: 0))
+        map.mark(x: 96..<100, y: 32..<40)   // the partial ones at the edges
+        #expect(map.isChanged(column: 6, row: 2) && map.changedCount == 3)
+        var other = ChangedMacroblocks(width: 100, height: 40)
+        other.removeAll()
+        other.mark(x: 48..<49, y: 16..<17)
+        map.formUnion(other)
+        #expect(map.isChanged(column: 3, row: 1) && map.changedCount == 4)
+        map.mark(x: 0..<100, y: 0..<40)
+        #expect(map.all)
+    }
+}
