@@ -117,6 +117,7 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
         current = VideoFrame(width: screen.width & ~1, height: screen.height & ~1)
         current.convert(fromBGRA: UnsafeRawPointer(canvas).assumingMemoryBound(to: UInt8.self), stride: screen.width * 4,
                         rows: 0..<(screen.height & ~1))
+        current.changedBlocks.markAll()
     }
 
     deinit {
@@ -180,6 +181,8 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
         let outputRows = rows.lowerBound & ~1 ..< min(outputHeight, (rows.upperBound + 1) & ~1)
         if !outputRows.isEmpty {
             current.convert(fromBGRA: UnsafeRawPointer(canvas).assumingMemoryBound(to: UInt8.self), stride: width * 4, rows: outputRows)
+            // The encoder is told which macroblocks changed (mb_info): these rows, the whole width.
+            current.changedBlocks.mark(x: 0..<outputWidth, y: outputRows)
         }
         current.changedFraction = Double(rows.count) / Double(max(1, screenRect.height))
         return true
