@@ -7,14 +7,15 @@ import Glibc
 /// session of its own (setsid), stdin from /dev/null, stdout and stderr appended to its log, and
 /// wait for the socket to answer.
 public enum DaemonLauncher {
-    /// True when something accepts connections on `socketPath` now. Never blocks: a listener whose
-    /// queue is full (it is busy, or its accepting task waits for the thread this runs on) is "not
-    /// yet", so callers polling from the cooperative pool cannot starve the server they wait for.
+    /// True when something listens on `socketPath` now. Never blocks: a listener whose queue is full
+    /// (it is busy, or its accepting task waits for the thread this runs on) counts as listening
+    /// without waiting for it, so callers polling from the cooperative pool cannot starve the server
+    /// they wait for.
     public static func isListening(socketPath: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        return UnixAddress.with(socketPath) { connect(fd, $0, $1) } == 0
+        return UnixAddress.with(socketPath) { connect(fd, $0, $1) } == 0 || errno == EAGAIN
     }
 
     /// The `replayd` executable beside the running one (resolved through /proc/self/exe), or nil.

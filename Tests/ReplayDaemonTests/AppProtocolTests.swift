@@ -52,7 +52,7 @@ struct AppProtocolTests {
             #expect(await Self.code(connection, AppExportClipRequest(outputPath: paths.directory + "/c.mp4", durationSeconds: -1)) == .invalidParameter)
             #expect(await Self.code(connection, AppExportClipRequest(outputPath: paths.directory + "/c.mp4", durationSeconds: 5)) == .noSession)
             #expect(await Self.code(connection, AppStartRecordingRequest(options: AppSessionOptions(display: "", microphone: false))) == .noDisplay)
-            #expect(await Self.code(connection, AppStartCaptureRequest(options: AppSessionOptions(display: ":0", microphone: false))) == .captureFailed)
+            #expect(await Self.code(connection, AppStartCaptureRequest(options: AppSessionOptions(display: ":65000", microphone: false))) == .unknownDisplay)
             _ = try await connection.request(AppDiscardRecordingRequest())
             let unavailable = try await connection.request(AvailabilityRequest(display: ":65000"))
             #expect(!unavailable.available)
