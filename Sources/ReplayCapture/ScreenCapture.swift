@@ -143,15 +143,11 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
         excludedWindows.withLock { $0.append(window) }
     }
 
-    /// Brings `current` up to date, and its `changedFraction` (0 when nothing changed). Returns
-    /// false when nothing visible changed (no work was done). What changed is added to
-    /// `current.changedBlocks`, which the caller empties when it hands the picture to the encoder.
-    package func update() throws(CaptureError) -> Bool {
-        current.changedFraction = 0
-        let connection = x.connection
-        guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
+    /// Handles the events that arrived: damage, screen changes, the census's window events. True
+    /// when something on the screen (not one of the census's redirected windows) was damaged.
+    private func takeEvents() -> Bool {
         var damaged = false
-        while let event = xcb_poll_for_event(connection) {
+        while let event = xcb_poll_for_event(x.connection) {
             let type = Int(event.pointee.response_type & 0x7f)
             if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
                 if !windowDamaged(event) { damaged = true }
@@ -162,6 +158,17 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             }
             free(event)
         }
+        return damaged
+    }
+
+    /// Brings `current` up to date, and its `changedFraction` (0 when nothing changed). Returns
+    /// false when nothing visible changed (no work was done). What changed is added to
+    /// `current.changedBlocks`, which the caller empties when it hands the picture to the encoder.
+    package func update() throws(CaptureError) -> Bool {
+        current.changedFraction = 0
+        let connection = x.connection
+        guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
+        var damaged = takeEvents()
         let cursorMoved = refreshCursor()
         if !needsFullRead && !damaged && !census.isStale && !cursorMoved { return false }
         // From here to the last read the windows cannot change: what is left out and blanked is
@@ -172,17 +179,7 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             xcb_flush(connection)
         }
         free(xcb_get_input_focus_reply(connection, xcb_get_input_focus(connection), nil))
-        while let event = xcb_poll_for_event(connection) {
-            let type = Int(event.pointee.response_type & 0x7f)
-            if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
-                if !windowDamaged(event) { damaged = true }
-            } else if randrEvent >= 0, type == randrEvent + Int(XCB_RANDR_SCREEN_CHANGE_NOTIFY) {
-                screenChanged()
-            } else {
-                census.note(event)
-            }
-            free(event)
-        }
+        if takeEvents() { damaged = true }
         if census.isStale { census.refresh() }
         if census.generation != censusGeneration {
             let before = protectedAreas

@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,6 +34,17 @@ public final class XvfbServer: Sendable {
     /// `xdpyinfo` answers. Another display number is tried when the server does not come up.
     public static func start(width: Int = 1280, height: Int = 720, firstDisplayNumber: Int = 90,
                              logger: Logger = .harness) async throws -> XvfbServer {
+        // One start at a time in this process: two tests starting at once both found :N free, and the
+        // one whose Xvfb lost the race took the other's server for its own (xdpyinfo answered) until
+        // the other test ended it.
+        await startTurn.acquire()
+        defer { startTurn.release() }
+        return try await startOnFreeDisplay(width: width, height: height, firstDisplayNumber: firstDisplayNumber, logger: logger)
+    }
+
+    private static let startTurn = AsyncTurn()
+
+    private static func startOnFreeDisplay(width: Int, height: Int, firstDisplayNumber: Int, logger: Logger) async throws -> XvfbServer {
         var number = firstDisplayNumber
         var failures: [String] = []
         while number < firstDisplayNumber + 200 && failures.count < 5 {
@@ -43,7 +55,8 @@ public final class XvfbServer: Sendable {
                 ":\(number)", "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset",
             ])
             let server = XvfbServer(displayNumber: number, width: width, height: height, process: process, logger: logger)
-            if await server.waitUntilReady(timeout: .seconds(10)) {
+            // Ready, and it is our server that answers (an Xvfb that found the display taken exits).
+            if await server.waitUntilReady(timeout: .seconds(10)), process.isRunning {
                 logger.debug("Xvfb ready", metadata: ["display": "\(server.display)", "pid": "\(process.pid)"])
                 return server
             }
@@ -97,5 +110,39 @@ extension Logger {
         var logger = Logger(label: "ReplayTesting")
         logger.logLevel = ProcessInfo.processInfo.environment["ORK_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         return logger
+    }
+}
+
+/// A turn that one task holds at a time, handed to the waiting tasks in order (not reentrant).
+final class AsyncTurn: Sendable {
+    private struct State {
+        var held = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted: Bool = state.withLock { state in
+                if state.held {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.held = true
+                return true
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next: CheckedContinuation<Void, Never>? = state.withLock { state in
+            if state.waiting.isEmpty {
+                state.held = false
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }

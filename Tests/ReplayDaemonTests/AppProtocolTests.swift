@@ -14,23 +14,10 @@ import Glibc
 struct AppProtocolTests {
     static func withServer(consent: SystemWindows.ConsentAnswer,
                            _ body: @Sendable (ControlPaths, ControlConnection) async throws -> Void) async throws {
-        let paths = try ControlServerTests.temporaryPaths()
-        defer { try? FileManager.default.removeItem(atPath: paths.directory) }
-        let logger = Logger(label: "test")
-        let server = ControlServer(configuration: .init(paths: paths, idleExit: nil, software: "replayd test",
-                                                        consentPrompt: .fixed(consent)), logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            for _ in 0..<200 where !DaemonLauncher.isListening(socketPath: paths.socket) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+        try await ControlServerTests.withServer(consent: .fixed(consent)) { paths in
             try await ControlConnection.withConnection(socketPath: paths.socket, software: "app test") { connection in
                 try await body(paths, connection)
             }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
     }
 

@@ -17,12 +17,13 @@ struct ControlServerTests {
 
     /// Runs a ControlServer in a ServiceGroup, calls `body` once it listens, then shuts it down
     /// gracefully and checks that it cleaned up.
-    static func withServer(idleExit: Duration? = nil, paths: ControlPaths? = nil,
+    static func withServer(idleExit: Duration? = nil, paths: ControlPaths? = nil, consent: ConsentPrompt = .systemWindow,
                            _ body: @Sendable (ControlPaths) async throws -> Void) async throws {
         let paths = try paths ?? temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: paths.directory) }
         let logger = Logger(label: "test")
-        let server = ControlServer(configuration: .init(paths: paths, idleExit: idleExit, software: "replayd test"), logger: logger)
+        let server = ControlServer(configuration: .init(paths: paths, idleExit: idleExit, software: "replayd test", consentPrompt: consent),
+                                   logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in

@@ -8,6 +8,12 @@ import Testing
 extension SystemTests.AppSessionTests {
     typealias App = SystemTests.AppSessionTests
 
+    /// Another app beside the test app: a red window at (100, 100), 300x300.
+    static func otherApp(_ environment: TestEnvironment) async throws -> ReplayTesting.TestApp {
+        try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                              options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
+    }
+
     /// The step that gives the test app a window of its own (a child process drawing blue).
     static func window() throws -> String {
         "child=" + [try Binaries.testContent(), "--app", "200x200+50+50", "--colour", "0000ff", "--no-audio"].joined(separator: "|")
@@ -39,8 +45,7 @@ extension SystemTests.AppSessionTests {
         try await TestEnvironment.with(.init(content: nil)) { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
             defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
-            let other = try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
-                                                              options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
+            let other = try await App.otherApp(environment)
             defer { Task { await other.stop() } }
             let out = environment.outputPath("own.mp4")
             let child = [try Binaries.testContent(), "--app", "300x300+600+100", "--colour", "00ff00", "--no-audio"].joined(separator: "|")
@@ -103,8 +108,7 @@ extension SystemTests.AppSessionTests {
         try await TestEnvironment.with(.init(content: nil)) { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
             defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
-            let other = try await ReplayTesting.TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
-                                                              options: .init(colour: 0xff0000, rect: PixelRect(x: 100, y: 100, width: 300, height: 300)))
+            let other = try await App.otherApp(environment)
             defer { Task { await other.stop() } }
             let child = [try Binaries.testContent(), "--app", "300x300+600+100", "--colour", "00ff00", "--tone", "700"].joined(separator: "|")
             let lines = try await App.app(environment, ["child=\(child)", "capture=3@750,250@250,250", "capture=1"])
