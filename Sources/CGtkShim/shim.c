@@ -10,6 +10,9 @@
 _Static_assert(sizeof(ork_gtk_void_handler) == sizeof(GCallback), "handler pointers are GCallback-sized");
 _Static_assert(sizeof(ork_gtk_key_handler) == sizeof(GCallback), "handler pointers are GCallback-sized");
 _Static_assert(sizeof(gboolean) == sizeof(int), "gboolean is the C int Swift sees as Int32");
+// ReplayGtk's KeyModifiers spells GDK 4's modifier bits as numbers: the enum's constants are not
+// always visible to Swift (a release build lost them when gtk.h's declarations went to another module).
+_Static_assert(GDK_SHIFT_MASK == 1 << 0 && GDK_CONTROL_MASK == 1 << 2 && GDK_ALT_MASK == 1 << 3, "GDK 4's modifier bits");
 _Static_assert(sizeof(long) == 8, "EWMH client messages carry 32-bit values in longs (LP64 assumed)");
 
 #define ORK_CONNECT(instance, signal, handler, data, destroy) \

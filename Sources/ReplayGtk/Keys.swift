@@ -24,7 +24,8 @@ public struct Key: Hashable, Sendable {
 public struct KeyModifiers: OptionSet, Sendable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
-    public static let shift = KeyModifiers(rawValue: GDK_SHIFT_MASK.rawValue)
-    public static let control = KeyModifiers(rawValue: GDK_CONTROL_MASK.rawValue)
-    public static let alt = KeyModifiers(rawValue: GDK_ALT_MASK.rawValue)
+    // GDK 4's GDK_SHIFT_MASK, GDK_CONTROL_MASK and GDK_ALT_MASK (CGtkShim asserts these values).
+    public static let shift = KeyModifiers(rawValue: 1 << 0)
+    public static let control = KeyModifiers(rawValue: 1 << 2)
+    public static let alt = KeyModifiers(rawValue: 1 << 3)
 }
