@@ -23,6 +23,12 @@ extension RPScreenRecorder {
     /// in place in shared memory (no copy); a handler that keeps buffers or takes long makes replayd
     /// drop whole pictures rather than wait. The first start asks the person, as `startRecording`.
     public func startCapture(handler: @escaping @Sendable (CMSampleBuffer, RPSampleBufferType) -> Void) async throws {
+        try await startCapture(handler: handler, ended: {})
+    }
+
+    /// Starts in-app capture; `ended` is called on the delivery thread once the last sample went out.
+    private func startCapture(handler: @escaping @Sendable (CMSampleBuffer, RPSampleBufferType) -> Void,
+                              ended: @escaping @Sendable () -> Void) async throws {
         guard let display else { throw RPRecordingError(.failedToStart, "this app has no X display (DISPLAY is not set): there is nothing of it to capture.") }
         if isCapturing { throw RPRecordingError(.attemptToStartInRecordingState, "this app is already capturing: stop it first.") }
         let answer = try await link.request(AppStartCaptureRequest(options: AppSessionOptions(display: display, microphone: isMicrophoneEnabled)),
@@ -49,6 +55,7 @@ extension RPScreenRecorder {
         activeCapture.withLock { $0 = ring }
         ring.start(handler: handler, ended: {
             activeCapture.withLock { if $0 === ring { $0 = nil } }
+            ended()
         })
     }
 
@@ -71,14 +78,13 @@ extension RPScreenRecorder {
     /// are let go, and their pictures' slots with them).
     public func startCapture(bufferingNewest limit: Int = 8) async throws -> AsyncStream<RPCaptureSample> {
         let (stream, continuation) = AsyncStream<RPCaptureSample>.makeStream(bufferingPolicy: .bufferingNewest(limit))
-        try await startCapture { buffer, type in
-            continuation.yield(RPCaptureSample(sampleBuffer: buffer, bufferType: type))
-        }
-        // Finish the stream once the ring has delivered its last sample.
-        let ring = activeCapture.withLock { $0 }
-        Task.detached {
-            while activeCapture.withLock({ $0 != nil && $0 === ring }) { try? await Task.sleep(for: .milliseconds(50)) }
+        do {
+            try await startCapture(handler: { buffer, type in
+                continuation.yield(RPCaptureSample(sampleBuffer: buffer, bufferType: type))
+            }, ended: { continuation.finish() })
+        } catch {
             continuation.finish()
+            throw error
         }
         return stream
     }

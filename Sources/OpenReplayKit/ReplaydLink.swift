@@ -70,7 +70,7 @@ final class ReplaydLink: Sendable {
         let paths = ControlPaths.forCurrentUser()
         Task.detached { [self] in
             do throws(ReplayError) {
-                let daemon = DaemonLauncher.daemonBesideCurrentExecutable() ?? Spawn.executable(named: "replayd")
+                let daemon = DaemonLauncher.besideCurrentExecutable() ?? Spawn.executable(named: "replayd")
                 try await DaemonLauncher.ensureRunning(paths: paths, executable: daemon)
             } catch {
                 finishOpening(.failure(RPRecordingError(error)))

@@ -70,10 +70,7 @@ package enum SystemWindows {
 
     /// `replay-ui` beside replayd's own executable (an installed or built tree), else on `PATH`.
     package static func executable() -> String? {
-        let own = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        let beside = own.appendingPathComponent("replay-ui").path
-        if access(beside, X_OK) == 0 { return beside }
-        return Spawn.executable(named: "replay-ui")
+        DaemonLauncher.besideCurrentExecutable(named: "replay-ui") ?? Spawn.executable(named: "replay-ui")
     }
 
     private static func run<Answer: Decodable>(_ arguments: [String], paths: ControlPaths,

@@ -374,9 +374,11 @@ final class CapturePipeline: @unchecked Sendable {
             let endPosition = end == 0 ? Int64.max : Self.samples(from: start, to: end)
             let now = Self.samples(from: start, to: MonotonicClock.now())
             while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
-                tapAudio(block, start: start)
+                // One look at the microphone switches and the protection history per block, for both.
+                let gains = gains(at: block.position)
+                tapAudio(block, gains: gains, start: start)
                 guard !failed else { continue }
-                do throws(MediaError) { try encode(block) } catch {
+                do throws(MediaError) { try encode(block, gains: gains) } catch {
                     failed = true
                     record(EngineError(error))
                 }
@@ -395,9 +397,8 @@ final class CapturePipeline: @unchecked Sendable {
     /// The block to the audio taps, on the media clock: the microphone (silent while off) as
     /// `.microphone`, every other source mixed with its gain (the app's own sound; the system sound,
     /// with protected sink-inputs silent) as `.application`.
-    private func tapAudio(_ block: (position: Int64, sources: [[Float]]), start: Int64) {
+    private func tapAudio(_ block: (position: Int64, sources: [[Float]]), gains: [Float], start: Int64) {
         guard !audioTaps.isEmpty else { return }
-        let gains = gains(at: block.position)
         let time = start + block.position * 1_000_000_000 / 48_000
         let others = block.sources.indices.filter { $0 != microphoneIndex }
         var tapped: [(TappedAudioSource, [Float])] = []
@@ -433,8 +434,7 @@ final class CapturePipeline: @unchecked Sendable {
         }
     }
 
-    private func encode(_ block: (position: Int64, sources: [[Float]])) throws(MediaError) {
-        let gains = gains(at: block.position)
+    private func encode(_ block: (position: Int64, sources: [[Float]]), gains: [Float]) throws(MediaError) {
         for (track, members) in trackSources.enumerated() {
             let blocks = members.map { block.sources[$0] }
             let trackGains = members.map { gains[$0] }

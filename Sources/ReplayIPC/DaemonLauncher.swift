@@ -18,8 +18,8 @@ public enum DaemonLauncher {
         return UnixAddress.with(socketPath) { connect(fd, $0, $1) } == 0 || errno == EAGAIN
     }
 
-    /// The `replayd` executable beside the running one (resolved through /proc/self/exe), or nil.
-    public static func daemonBesideCurrentExecutable(named name: String = "replayd") -> String? {
+    /// The executable `name` (replayd, replay-ui) beside the running one (resolved through /proc/self/exe), or nil.
+    public static func besideCurrentExecutable(named name: String = "replayd") -> String? {
         guard let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
         let candidate = (me as NSString).deletingLastPathComponent + "/" + name
         return access(candidate, X_OK) == 0 ? candidate : nil

@@ -44,7 +44,7 @@ public enum RingHandover {
                 guard connection >= 0 else { continue }
                 _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
                 defer { close(connection) }
-                guard peerPID(of: connection) == pid else { continue }
+                guard PeerCredentials.of(descriptor: connection)?.pid == pid else { continue }
                 do throws(ReplayError) {
                     try DescriptorPassing.send([1], descriptors: descriptors, over: connection)
                     finished(.success(()))
@@ -74,15 +74,6 @@ public enum RingHandover {
             throw ReplayError(.protocolMismatch, "replayd handed over \(descriptors.count) descriptors for the frame ring, not 2")
         }
         return (descriptors[0], descriptors[1])
-    }
-
-    /// The pid of the process at the other end of a connected Unix socket (Linux `struct ucred`:
-    /// pid, uid, gid, which Glibc hides from Swift behind `_GNU_SOURCE`), or nil.
-    private static func peerPID(of socket: Int32) -> Int32? {
-        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
-        var length = socklen_t(12)
-        guard getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else { return nil }
-        return credentials.pid
     }
 }
 

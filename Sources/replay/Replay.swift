@@ -48,7 +48,7 @@ enum Daemon {
         var attempt = 0
         while true {
             if start {
-                try await DaemonLauncher.ensureRunning(paths: paths, executable: DaemonLauncher.daemonBesideCurrentExecutable())
+                try await DaemonLauncher.ensureRunning(paths: paths, executable: DaemonLauncher.besideCurrentExecutable())
             } else if !DaemonLauncher.isListening(socketPath: paths.socket) {
                 return nil
             }

@@ -29,6 +29,15 @@ package struct PeerCredentials: Sendable, Equatable {
                                                                           name: SocketOptionName(SO_PEERCRED))
         return ucred.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
     }
+
+    /// Reads the credentials of a connected Unix-domain socket descriptor (a plain socket, as the
+    /// frame ring's handover uses), or nil.
+    package static func of(descriptor socket: Int32) -> PeerCredentials? {
+        var ucred = UCred()
+        var length = socklen_t(MemoryLayout<UCred>.size)
+        guard getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &ucred, &length) == 0, length == MemoryLayout<UCred>.size else { return nil }
+        return PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
+    }
 }
 
 package struct PeerCredentialsError: Error, CustomStringConvertible {
