@@ -106,12 +106,17 @@ final class ServiceProcess {
     private(set) var secrets: [String] = []
     func addSecret(_ secret: String) { secrets.append(secret) }
 
-    /// SIGTERM, then SIGKILL after 10 s. Then checks the log for every secret this service was given.
+    /// SIGTERM, then SIGKILL after 10 s. Then checks the log for every secret this service was given, and
+    /// for any whole stream key at all (those made on `/account` or by the API too): every test of the
+    /// suite stops its service through here, so this greps the logs of the whole suite.
     func stop() {
         defer {
             let log = self.log
             for secret in secrets where log.contains(secret) {
                 Issue.record("the service logged a secret (\(secret.prefix(8))…)")
+            }
+            if let key = log.firstMatch(of: /live_[0-9a-fA-F]{32}/) {
+                Issue.record("the service logged a stream key (\(key.output.prefix(9))…)")
             }
         }
         guard process.isRunning else { return }
