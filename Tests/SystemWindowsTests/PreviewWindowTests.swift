@@ -128,11 +128,20 @@ extension SystemWindowsTests {
             let chosen = target.appendingPathComponent("shared movie.mp4").path
             let outcome = try await preview { desktop, window, _ in
                 // Share… sits left of Save at the bottom right: some 120 px from the right, 30 px from the bottom.
+                // On a loaded machine the first click can come before the button is laid out: click again
+                // (every 5 s, while the preview still has the focus) until the chooser opens.
                 let frame = try await desktop.geometry(of: window)
+                let deadline = ContinuousClock.now + .seconds(30)
                 try await desktop.click(in: window, x: frame.width - 125, y: frame.height - 30)
-                let deadline = ContinuousClock.now + .seconds(15)
-                while try await desktop.xdotool(["getwindowfocus", "getwindowname"]) != "Share the Recording" {
-                    guard ContinuousClock.now < deadline else { throw HarnessError("the file chooser did not open") }
+                var clicked = ContinuousClock.now
+                while true {
+                    let focused = try await desktop.xdotool(["getwindowfocus", "getwindowname"])
+                    if focused == "Share the Recording" { break }
+                    guard ContinuousClock.now < deadline else { throw HarnessError("the file chooser did not open (focus: \(focused))") }
+                    if ContinuousClock.now - clicked >= .seconds(5), try await desktop.xdotool(["getwindowfocus"]) == window {
+                        try await desktop.click(in: window, x: frame.width - 125, y: frame.height - 30)
+                        clicked = ContinuousClock.now
+                    }
                     try await Task.sleep(for: .milliseconds(100))
                 }
                 try await desktop.xdotool(["key", "ctrl+a"])
