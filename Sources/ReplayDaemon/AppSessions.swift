@@ -136,8 +136,14 @@ extension RecordingSessions {
         // Never the screen: only the app's windows and the app's own sound (plus the microphone).
         let configuration = EngineConfiguration(video: .application(display: options.display, scope),
                                                 audio: [.application(scope)] + (options.microphone ? [.microphone] : []))
-        return await startSession(in: slot, options: recordingOptions, configuration: configuration, output: output,
-                                  clientPID: pid, connection: connection)
+        let started = await startSession(in: slot, options: recordingOptions, configuration: configuration, output: output,
+                                         clientPID: pid, connection: connection)
+        guard case .success(let status) = started else { return started }
+        // The app hears "started" when its recording really is (as on iOS, where the handler comes
+        // after the countdown): the engine's time zero waits up to 3 s for the sound server's first
+        // samples, and an app that stops 2 s after its start must not get a recording of one second.
+        await waitUntilCapturing(slot)
+        return .success(self.status(of: slot) ?? status)
     }
 
     /// Stops the caller's recording; moves the movie to `outputPath`, or keeps it for the preview.

@@ -250,6 +250,15 @@ package actor RecordingSessions {
         return .success(status(of: slot))
     }
 
+    /// Waits until the engine of the session in `slot` is past its time zero (its sound sources have
+    /// sent their first samples, at most 3 s) or the session ended; at most 4 s.
+    func waitUntilCapturing(_ slot: SessionSlot) async {
+        let deadline = ContinuousClock.now + .seconds(4)
+        while let recorder = slots[slot]?.recorder, !recorder.statistics().capturing, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     /// Stops the session in `slot` and answers once its file is finished.
     package func stop(_ slot: SessionSlot = .systemRecording) async -> Result<SessionStatus?, ReplayError> {
         switch slots[slot, default: Slot()].machine.stopRequested() {

@@ -39,6 +39,23 @@ extension SystemTests.AppSessionTests {
         }
     }
 
+    /// An app that plays sound hears "started" when its recording has begun: the sound server's first
+    /// samples can take a second, and a recording stopped 2 s after its start lasts 2 s, not one.
+    @Test func theStartIsAnsweredWhenTheRecordingHasBegun() async throws {
+        try await TestEnvironment.with(.init(content: nil)) { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let child = [try Binaries.testContent(), "--app", "200x200+50+50", "--colour", "0000ff", "--tone", "700"].joined(separator: "|")
+            let out = environment.outputPath("sounding.mp4")
+            let lines = try await App.app(environment, ["child=\(child)", "start", "sleep=2", "stop-to=\(out)"])
+            #expect(try App.line(lines, "stop-to=\(out)")["ok"] as? Bool == true, "\(lines)")
+            let info = try await MediaProbe.probe(out)
+            #expect(info.audioStreams.count == 1, "its own sound: \(info)")
+            let duration = info.format.duration ?? 0
+            #expect(duration > 1.8 && duration < 2.6, "\(duration) s recorded between a start and a stop 2 s apart")
+        }
+    }
+
     /// The app's recording holds its own window (drawn by its child process) and not another
     /// app's beside it.
     @Test func theAppsRecordingHoldsOnlyItsOwnWindow() async throws {
