@@ -7,11 +7,14 @@
  *   capi_app RECORDING.mp4 CLIP.mp4
  *
  * Its window: 300x300 at (600, 100), filled with green (0x00ff00), a colour its capture must show
- * at (750, 250), with black elsewhere (at (100, 100)).
+ * at (750, 250), with black elsewhere (at (100, 100)). Its sound: a 700 Hz sine at half scale
+ * (libpulse-simple), which its capture must hear.
  */
 #include <openreplaykit.h>
+#include <pulse/simple.h>
 #include <xcb/xcb.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +91,8 @@ typedef struct {
     pthread_mutex_t lock;
     int video, audio_app, audio_mic;
     int width, height;
-    int times_increase;
-    double last_pts, first_pts;
+    int times_increase;       /* each kind's times in order: pictures strictly, sound chunks of one source too */
+    double first_video_pts, last_video_pts, last_audio_pts[2];
     int own[3], other[3];     /* Y, Cb, Cr at (750, 250) and at (100, 100) of the last picture */
     int channels, sample_rate, bad_audio;
     float peak;
@@ -105,10 +108,10 @@ static void nv12_at(const ork_sample *s, int x, int y, int out[3]) {
 static void on_sample(const ork_sample *s, void *user_data) {
     capture_figures *f = user_data;
     pthread_mutex_lock(&f->lock);
-    if (f->video + f->audio_app + f->audio_mic == 0) f->first_pts = s->pts_seconds;
-    if (s->pts_seconds < f->last_pts) f->times_increase = 0;
-    f->last_pts = s->pts_seconds;
     if (s->type == ORK_SAMPLE_VIDEO) {
+        if (f->video == 0) f->first_video_pts = s->pts_seconds;
+        else if (s->pts_seconds <= f->last_video_pts) f->times_increase = 0;
+        f->last_video_pts = s->pts_seconds;
         f->video++;
         f->width = s->width;
         f->height = s->height;
@@ -117,7 +120,10 @@ static void on_sample(const ork_sample *s, void *user_data) {
             nv12_at(s, 100, 100, f->other);
         }
     } else {
-        if (s->type == ORK_SAMPLE_AUDIO_APP) f->audio_app++; else f->audio_mic++;
+        int mic = s->type == ORK_SAMPLE_AUDIO_MIC;
+        if ((mic ? f->audio_mic : f->audio_app) > 0 && s->pts_seconds <= f->last_audio_pts[mic]) f->times_increase = 0;
+        f->last_audio_pts[mic] = s->pts_seconds;
+        if (mic) f->audio_mic++; else f->audio_app++;
         f->channels = s->channels;
         f->sample_rate = s->sample_rate;
         if (!s->pcm || s->frames <= 0) f->bad_audio++;
@@ -150,7 +156,7 @@ static void capture_step(const char *name, double seconds) {
            "\"width\":%d,\"height\":%d,\"timesIncrease\":%s,\"span\":%.3f,\"own\":[%d,%d,%d],\"other\":[%d,%d,%d],"
            "\"channels\":%d,\"rate\":%d,\"badAudio\":%d,\"peak\":%.4f}\n",
            name, start_code, capturing ? "true" : "false", stop_code, f.video, f.audio_app, f.audio_mic, f.width, f.height,
-           f.times_increase ? "true" : "false", f.last_pts - f.first_pts, f.own[0], f.own[1], f.own[2],
+           f.times_increase ? "true" : "false", f.last_video_pts - f.first_video_pts, f.own[0], f.own[1], f.own[2],
            f.other[0], f.other[1], f.other[2], f.channels, f.sample_rate, f.bad_audio, f.peak);
     fflush(stdout);
     pthread_mutex_unlock(&f.lock);
@@ -166,6 +172,24 @@ static void on_captured(bool captured, void *user_data) {
     size_t n = strlen(captured_seen);
     if (n + 1 < sizeof captured_seen) captured_seen[n] = captured ? '1' : '0';
     pthread_mutex_unlock(&captured_lock);
+}
+
+/* The app's tone, 20 ms blocks to the sound server until the program ends. */
+static void *play_tone(void *unused) {
+    (void)unused;
+    pa_sample_spec spec = {.format = PA_SAMPLE_FLOAT32LE, .rate = 48000, .channels = 2};
+    pa_simple *pulse = pa_simple_new(NULL, "capi_app", PA_STREAM_PLAYBACK, NULL, "tone", &spec, NULL, NULL, NULL);
+    if (!pulse) {
+        fprintf(stderr, "capi_app: no sound server\n");
+        return NULL;
+    }
+    float block[960 * 2];
+    for (long n = 0;;) {
+        for (int i = 0; i < 960; i++, n++) block[2 * i] = block[2 * i + 1] = 0.5f * (float)sin(2 * M_PI * 700 * (double)n / 48000);
+        if (pa_simple_write(pulse, block, sizeof block, NULL) < 0) break;
+    }
+    pa_simple_free(pulse);
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -189,6 +213,9 @@ int main(int argc, char **argv) {
     xcb_map_window(x, window);
     xcb_flush(x);
     free(xcb_get_input_focus_reply(x, xcb_get_input_focus(x), NULL));   /* mapped when the server answered */
+    pthread_t tone;
+    pthread_create(&tone, NULL, play_tone, NULL);
+    usleep(300 * 1000);   /* its stream is up */
     printf("{\"step\":\"window\",\"id\":%u}\n", window);
     printf("{\"step\":\"names\",\"userDeclined\":\"%s\",\"zero\":\"%s\",\"other\":\"%s\"}\n",
            ork_error_name(ORK_ERROR_USER_DECLINED), ork_error_name(0), ork_error_name(42));
@@ -201,12 +228,12 @@ int main(int argc, char **argv) {
 
     int64_t watch = ork_watch_captured(on_captured, NULL);
 
-    /* A 2 s recording to a file. */
+    /* A 3 s recording to a file. */
     STEP("start", ork_start_recording(on_completion, &o));
     printf("{\"step\":\"recording\",\"isRecording\":%s}\n", ork_is_recording() ? "true" : "false");
     fflush(stdout);
     STEP("start-again", ork_start_recording(on_completion, &o));
-    sleep(2);
+    sleep(3);
     STEP("stop", ork_stop_recording_to_file(recording, on_completion, &o));
     printf("{\"step\":\"stopped\",\"isRecording\":%s}\n", ork_is_recording() ? "true" : "false");
     fflush(stdout);
