@@ -7,10 +7,11 @@
  *
  * Threads. Every call returns at once and is safe from any thread. Completion callbacks run later
  * on a thread of the library's own (never the caller's, also when the call fails at once); they may
- * call the library again. Sample callbacks (ork_start_capture) run on one delivery thread of the
- * library's, one at a time, in time order. Nothing runs on your toolkit's main loop: hop to it
- * before touching widgets. Keep a sample callback short: while it runs, newer pictures wait, and
- * replayd drops whole pictures (counted) rather than wait for a slow app.
+ * call the library again, but must not wait in it for another call's completion (the library's
+ * threads are few: signal your own thread instead). Sample callbacks (ork_start_capture) run on one
+ * delivery thread of the library's, one at a time, in time order. Nothing runs on your toolkit's
+ * main loop: hop to it before touching widgets. Keep a sample callback short: while it runs, newer
+ * pictures wait, and replayd drops whole pictures (counted) rather than wait for a slow app.
  *
  * Lifetimes. Every pointer a callback receives (the message, the sample and its planes or PCM) is
  * valid only until that callback returns: copy what you keep. Strings you pass are copied before
