@@ -29,10 +29,10 @@ extension SystemTests {
             return ldd.stdout.split(separator: "\n").filter { $0.contains("not found") }.map(String.init)
         }
 
-        @Test("A C program built with pkg-config records, captures, buffers and protects itself", .timeLimit(.minutes(5)))
-        func aCProgramRecordsAndCapturesItself() async throws {
+        /// `capi_app.c` compiled with pkg-config's flags against a new `make install-lib` prefix (checked:
+        /// its files, and `ldd` of the library and the program); the prefix (remove it) and the program.
+        static func buildProgram() async throws -> (prefix: URL, program: String) {
             let prefix = try await Self.installLibrary()
-            defer { try? FileManager.default.removeItem(at: prefix) }
             for file in ["lib/libopenreplaykit.so", "include/openreplaykit.h", "lib/pkgconfig/openreplaykit.pc"] {
                 #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(file).path), "make install-lib puts \(file)")
             }
@@ -52,7 +52,13 @@ extension SystemTests {
                 timeout: .seconds(120))
             try #require(cc.succeeded, "\(cc)")
             #expect(try await Self.unresolved(program).isEmpty, "the program finds libopenreplaykit.so (the .pc's rpath) and its runtime")
+            return (prefix, program)
+        }
 
+        @Test("A C program built with pkg-config records, captures, buffers and protects itself", .timeLimit(.minutes(5)))
+        func aCProgramRecordsAndCapturesItself() async throws {
+            let (prefix, program) = try await Self.buildProgram()
+            defer { try? FileManager.default.removeItem(at: prefix) }
             try await TestEnvironment.with(.init(content: nil)) { environment in
                 let replayd = try await AppSessionTests.startReplayd(environment, consent: "allow")
                 defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
@@ -126,6 +132,27 @@ extension SystemTests {
                 let seen = captured["seen"] as? String ?? ""
                 #expect(seen.hasPrefix("01") && seen.hasSuffix("0"), "\(captured)")
                 #expect(captured["now"] as? Bool == false, "\(captured)")
+            }
+        }
+
+        @Test("The C program's stopped callback hears interrupted when the person records", .timeLimit(.minutes(5)))
+        func theStoppedCallbackHearsTheInterruption() async throws {
+            let (prefix, program) = try await Self.buildProgram()
+            defer { try? FileManager.default.removeItem(at: prefix) }
+            try await TestEnvironment.with(.init(content: nil)) { environment in
+                let replayd = try await AppSessionTests.startReplayd(environment, consent: "allow")
+                defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+                let app = try BackgroundProcess(program, arguments: ["--wait-interrupted"], environment: environment.environment)
+                defer { Task { await app.terminate() } }
+                for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"recording\"") { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(app.currentOutput.contains("\"isRecording\":true"), "\(app.currentOutput)")
+                let record = try await environment.replay(["record", "--duration", "2", "-o", environment.outputPath("person.mp4")], timeout: .seconds(60))
+                #expect(record.succeeded, "\(record)")
+                let result = try await app.waitForExit(timeout: .seconds(40))
+                let stopped = try AppSessionTests.line(AppSessionTests.lines(result.stdout), "stopped-by-system")
+                #expect(stopped["code"] as? Int == -5806 && stopped["name"] as? String == "interrupted", "\(result)")
+                #expect(!((stopped["message"] as? String) ?? "").isEmpty && stopped["isRecording"] as? Bool == false, "\(stopped)")
+                #expect(AppSessionTests.appRecordings(environment).isEmpty, "the app's recording was discarded")
             }
         }
 

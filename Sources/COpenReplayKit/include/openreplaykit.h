@@ -118,7 +118,7 @@ void ork_set_recording_stopped_callback(ork_completion_fn callback, void *user_d
 
 /* RPSampleBufferType's raw values. */
 typedef enum ork_sample_type {
-    ORK_SAMPLE_VIDEO = 1,      /* a picture: NV12 (full range), the screen's size, the app's windows on black */
+    ORK_SAMPLE_VIDEO = 1,      /* a picture: NV12, the screen's size, the app's windows on black */
     ORK_SAMPLE_AUDIO_APP = 2,  /* sound the app plays */
     ORK_SAMPLE_AUDIO_MIC = 3   /* the microphone (only while enabled) */
 } ork_sample_type;
@@ -129,7 +129,8 @@ typedef struct ork_sample {
     /* Presentation time on the session clock (CLOCK_MONOTONIC), in nanoseconds and in seconds. */
     int64_t pts_ns;
     double pts_seconds;
-    /* ORK_SAMPLE_VIDEO: NV12. planes[0] is Y (width x height bytes, strides[0] bytes a row);
+    /* ORK_SAMPLE_VIDEO: NV12, the Swift library's CVPixelBuffer bytes (measured: black is Y 16, Cb Cr 128;
+     * pure green 144, 54, 34). planes[0] is Y (width x height bytes, strides[0] bytes a row);
      * planes[1] is CbCr interleaved (width/2 pairs x height/2 rows, strides[1] bytes a row). */
     int32_t width;
     int32_t height;

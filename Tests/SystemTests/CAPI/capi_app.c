@@ -5,6 +5,7 @@
  * figures (and the files with ffprobe and a decoder).
  *
  *   capi_app RECORDING.mp4 CLIP.mp4
+ *   capi_app --wait-interrupted     (records until the system stops it; prints the stopped callback's code)
  *
  * Its window: 300x300 at (600, 100), filled with green (0x00ff00), a colour its capture must show
  * at (750, 250), with black elsewhere (at (100, 100)). Its sound: a 700 Hz sine at half scale
@@ -192,12 +193,28 @@ static void *play_tone(void *unused) {
     return NULL;
 }
 
+/* Records until the system ends the recording (the person's `replay record`); its stopped callback's line. */
+static int wait_interrupted(void) {
+    outcome stopped;
+    outcome_init(&stopped);
+    ork_set_recording_stopped_callback(on_completion, &stopped);
+    STEP("start", ork_start_recording(on_completion, &o));
+    printf("{\"step\":\"recording\",\"isRecording\":%s}\n", ork_is_recording() ? "true" : "false");
+    fflush(stdout);
+    int code = wait_for(&stopped);
+    printf("{\"step\":\"stopped-by-system\",\"code\":%d,\"name\":\"%s\",\"message\":", code, ork_error_name(code));
+    print_json_string(stopped.message);
+    printf(",\"isRecording\":%s}\n", ork_is_recording() ? "true" : "false");
+    fflush(stdout);
+    ork_set_recording_stopped_callback(NULL, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s RECORDING.mp4 CLIP.mp4\n", argv[0]);
+    if (argc != 3 && !(argc == 2 && strcmp(argv[1], "--wait-interrupted") == 0)) {
+        fprintf(stderr, "usage: %s RECORDING.mp4 CLIP.mp4 | --wait-interrupted\n", argv[0]);
         return 2;
     }
-    const char *recording = argv[1], *clip = argv[2];
 
     /* The app's window, green, mapped before anything is recorded. */
     xcb_connection_t *x = xcb_connect(NULL, NULL);
@@ -221,6 +238,8 @@ int main(int argc, char **argv) {
            ork_error_name(ORK_ERROR_USER_DECLINED), ork_error_name(0), ork_error_name(42));
     printf("{\"step\":\"available\",\"available\":%s}\n", ork_is_available() ? "true" : "false");
     fflush(stdout);
+    if (argc == 2) return wait_interrupted();
+    const char *recording = argv[1], *clip = argv[2];
 
     /* The error path: nothing records yet. */
     STEP("stop-nothing", ork_stop_recording_to_file(recording, on_completion, &o));
