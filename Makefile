@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEBUG_BIN := $(CURDIR)/.build/debug
 RELEASE_BIN := $(CURDIR)/.build/release
 
-.PHONY: all bootstrap build release-cli release bench-tools test demo bench install uninstall clean cli-docs cli-release cli-debug icons
+.PHONY: all bootstrap build release-cli release-lib release bench-tools test demo bench install install-lib uninstall clean cli-docs cli-release cli-debug lib-release lib-debug icons
 
 all: build
 
@@ -22,7 +22,11 @@ release-cli: bootstrap
 	$(SWIFT) build -c release --product replay
 	$(SWIFT) build -c release --product replay-ui
 
-release: release-cli
+## release-lib: the release build of libopenreplaykit.so, the C API for apps (`make install` installs it).
+release-lib: bootstrap
+	$(SWIFT) build -c release --product openreplaykit
+
+release: release-cli release-lib
 	$(SWIFT) build -c release --product replay-testcontent
 	$(SWIFT) build -c release --product broadcast-service
 
@@ -50,7 +54,8 @@ test: bootstrap
 demo: release
 	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
 
-## install: `replay`, `replayd` and `replay-ui` (release builds) into $(PREFIX)/bin, replayd's systemd user unit
+## install: `replay`, `replayd` and `replay-ui` (release builds) into $(PREFIX)/bin, the C API for apps
+## (install-lib below), replayd's systemd user unit
 ## into $(PREFIX)/lib/systemd/user (a folder systemd reads for every user), the "Screen Recording"
 ## desktop entry and its icon, the man pages of replay and replayd, and replay's completion scripts
 ## for bash, zsh and fish, each where its tool looks under $(PREFIX)/share. As root.
@@ -72,6 +77,25 @@ SWIFT_PACKAGE_FLAGS ?=
 
 cli-release: release-cli
 cli-debug:
+lib-release: release-lib
+lib-debug:
+
+## install-lib: the C API for apps: libopenreplaykit.so into $(PREFIX)/lib, openreplaykit.h into
+## $(PREFIX)/include, openreplaykit.pc into $(PREFIX)/lib/pkgconfig (its Libs carry an rpath to
+## $(PREFIX)/lib). The library finds the Swift runtime through the RUNPATH swiftc gives it on Linux:
+## the toolchain's runtime folder ($(SWIFT_RUNTIME_DIR)), so `ldd` resolves while that toolchain stays.
+SWIFT_RUNTIME_DIR := $(shell dirname "$$(readlink -f "$$(command -v $(SWIFT))")" 2>/dev/null)/../lib/swift/linux
+LIB_VERSION := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/replay/Replay.swift)
+LIB_DIR := $(DESTDIR)$(PREFIX)/lib
+install-lib: lib-$(CONFIGURATION)
+	install -d $(LIB_DIR)/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILT_BIN)/libopenreplaykit.so $(LIB_DIR)/
+	install -m 644 Sources/COpenReplayKit/include/openreplaykit.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LIB_VERSION)|' -e "s|@SWIFT_RUNTIME@|$$(readlink -m $(SWIFT_RUNTIME_DIR))|" \
+	  dist/pkgconfig/openreplaykit.pc.in > $(LIB_DIR)/pkgconfig/openreplaykit.pc
+	chmod 644 $(LIB_DIR)/pkgconfig/openreplaykit.pc
+	@# dlopen by name (Python's ctypes) finds it in /usr/local/lib once the loader's cache knows it.
+	@if [ -z "$(DESTDIR)" ] && [ "$(PREFIX)" = /usr/local ] && [ -w /etc/ld.so.cache ] && command -v ldconfig >/dev/null; then ldconfig || true; fi
 
 ## cli-docs: the man pages of replay and replayd (swift-argument-parser's generate-manual plugin,
 ## from their --help; the plugin builds every product of the package in CONFIGURATION and writes a
@@ -87,7 +111,7 @@ cli-docs: cli-$(CONFIGURATION)
 	$(BUILT_BIN)/replay --generate-completion-script zsh > $(CLI_DOCS)/_replay
 	$(BUILT_BIN)/replay --generate-completion-script fish > $(CLI_DOCS)/replay.fish
 
-install: cli-docs
+install: cli-docs install-lib
 	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR) $(SHARE_DIR)/applications $(SHARE_DIR)/icons/hicolor/scalable/apps \
 	  $(MAN_DIR) $(BASH_COMPLETION_DIR) $(ZSH_COMPLETION_DIR) $(FISH_COMPLETION_DIR)
 	install -m 755 $(BUILT_BIN)/replay $(BUILT_BIN)/replayd $(BUILT_BIN)/replay-ui $(DESTDIR)$(PREFIX)/bin/
@@ -107,6 +131,7 @@ install: cli-docs
 	@if [ -z "$(DESTDIR)" ] && command -v update-desktop-database >/dev/null; then update-desktop-database -q $(SHARE_DIR)/applications || true; fi
 	@if [ -z "$(DESTDIR)" ] && command -v gtk-update-icon-cache >/dev/null; then gtk-update-icon-cache -q -t $(SHARE_DIR)/icons/hicolor || true; fi
 	@echo "Installed replay, replayd and replay-ui (replayd's system windows) in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR);"
+	@echo "the C API for apps (libopenreplaykit.so, openreplaykit.h, pkg-config openreplaykit) under $(PREFIX)/lib and $(PREFIX)/include;"
 	@echo "the Screen Recording desktop entry and icon, man pages (man replay) and completions under $(SHARE_DIR)."
 	@echo "replay starts replayd when needed; to keep it running instead: systemctl --user enable --now replayd"
 
@@ -116,6 +141,7 @@ uninstall:
 	for size in $(ICON_SIZES); do rm -f $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps/$(APP_ID).png; done
 	rm -f $(MAN_DIR)/replay.1 $(MAN_DIR)/replayd.1 $(BASH_COMPLETION_DIR)/replay $(ZSH_COMPLETION_DIR)/_replay \
 	  $(FISH_COMPLETION_DIR)/replay.fish
+	rm -f $(LIB_DIR)/libopenreplaykit.so $(DESTDIR)$(PREFIX)/include/openreplaykit.h $(LIB_DIR)/pkgconfig/openreplaykit.pc
 
 ## icons: the PNG sizes of the icon, rendered from its SVG (librsvg2-bin's rsvg-convert); the PNGs
 ## are committed, so that building and installing need no renderer.

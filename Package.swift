@@ -22,6 +22,8 @@ let package = Package(
         // For apps: ReplayKit's names (RPScreenRecorder…) over replayd.
         .executable(name: "replay-ring", targets: ["replay-ring"]),
         .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
+        // The same for apps in C, C++, Rust, Python: libopenreplaykit.so with openreplaykit.h (`make install`).
+        .library(name: "openreplaykit", type: .dynamic, targets: ["OpenReplayKitC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -101,6 +103,10 @@ let package = Package(
 
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
         .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB"], swiftSettings: swiftSettings),
+        // Its C API: the header (openreplaykit.h, the contract, in a C target of its own) and the Swift
+        // functions that export it with @_cdecl over OpenReplayKit's public API.
+        .target(name: "COpenReplayKit"),
+        .target(name: "OpenReplayKitC", dependencies: ["COpenReplayKit", "OpenReplayKit"], swiftSettings: swiftSettings),
 
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,
@@ -182,7 +188,8 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(name: "SystemWindowsTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
+        // CAPI: the C program and the Python script that CAPITests compile and run against libopenreplaykit.so.
+        .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], exclude: ["CAPI"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "BroadcastWeb", "BroadcastStore", "BroadcastMedia", "RTMP", "ReplayFFmpeg", "ReplayTesting",
                                    .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],

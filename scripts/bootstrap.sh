@@ -22,6 +22,7 @@ TEST_PACKAGES=(
   chromium fonts-dejavu-core curl
   desktop-file-utils
   postgresql
+  gcc python3   # SystemTests.CAPITests: cc compiles a C app against libopenreplaykit.so; ctypes
 )
 
 want=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}")

@@ -4,7 +4,7 @@ import Testing
 
 extension SystemTests {
     /// Issue 14.2: `make install` puts the desktop entry, the icon, the man pages and the completion
-    /// scripts where desktops, man and the shells look; each one works; `make uninstall` removes all.
+    /// scripts where desktops, man and the shells look (and the C API for apps, issue 13); each one works; `make uninstall` removes all.
     @Suite("make install")
     struct InstallTests {
         static var packageRoot: String {
@@ -24,6 +24,7 @@ extension SystemTests {
             "share/man/man1/replay.1", "share/man/man1/replayd.1",
             "share/bash-completion/completions/replay", "share/zsh/site-functions/_replay",
             "share/fish/vendor_completions.d/replay.fish",
+            "lib/libopenreplaykit.so", "include/openreplaykit.h", "lib/pkgconfig/openreplaykit.pc",
         ]
 
         @Test("make install DESTDIR=…: every file in place and working; make uninstall removes them", .timeLimit(.minutes(20)))
