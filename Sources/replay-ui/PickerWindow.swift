@@ -44,8 +44,7 @@ final class PickerWindow {
         buttons.append(cancelButton)
 
         if services.isEmpty {
-            let none = Label("No broadcast services are installed.\nInstall a broadcast extension (see `replay services`), then try again.",
-                             wraps: true)
+            let none = Label("No broadcast services are installed.\nInstall a broadcast extension, then try again.", wraps: true)
             none.justify(.center)
             column.append(none)
         } else {

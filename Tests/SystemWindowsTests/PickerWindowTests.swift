@@ -84,17 +84,30 @@ extension SystemWindowsTests {
             #expect(answer == .cancelled)
         }
 
-        /// Tab moves the focus on from the list (to the check box, then the buttons); Escape still cancels
-        /// and Up/Down still move the selection, and Return still starts with it.
+        /// With the focus on the Microphone check box (clicked: it toggles and takes the focus), Up/Down
+        /// still move the selection, Space toggles the box once, Return starts and Escape cancels.
         @Test func keysWorkWhereverTheFocusIs() async throws {
-            let cancelled = try await picker { desktop, _ in
-                try await desktop.xdotool(["key", "--delay", "100", "Tab", "Tab", "Escape"])
+            let started = try await picker { desktop, window in
+                let frame = try await desktop.geometry(of: window)
+                try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
+                try await Task.sleep(for: .milliseconds(200))
+                try await desktop.xdotool(["key", "--delay", "100", "Down", "Down", "Up", "Return"])
+            }
+            #expect(started == .start("org.openreplaykit.rtmp", microphone: true))
+            let toggledBack = try await picker { desktop, window in
+                let frame = try await desktop.geometry(of: window)
+                try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
+                try await Task.sleep(for: .milliseconds(200))
+                try await desktop.xdotool(["key", "--delay", "100", "space", "Return"])
+            }
+            #expect(toggledBack == .start("org.openreplaykit.reference", microphone: false))
+            let cancelled = try await picker { desktop, window in
+                let frame = try await desktop.geometry(of: window)
+                try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
+                try await Task.sleep(for: .milliseconds(200))
+                try await desktop.xdotool(["key", "Escape"])
             }
             #expect(cancelled == .cancelled)
-            let started = try await picker { desktop, _ in
-                try await desktop.xdotool(["key", "--delay", "100", "Tab", "Tab", "Down", "Return"])
-            }
-            #expect(started == .start("org.openreplaykit.rtmp", microphone: false))
         }
 
         @Test func spaceTogglesTheMicrophone() async throws {
@@ -220,7 +233,11 @@ extension SystemWindowsTests {
             #expect(frames.count > 100, "\(frames.count) frames")
             let shares = frames.map { Self.matchingShare($0, beneath) }
             let worst = shares.min() ?? 0
-            #expect(worst > 0.95, "a frame shows the picker where it was (\(area)): worst match \(worst), \(shares.filter { $0 <= 0.95 }.count) such frames")
+            let unlike = shares.indices.filter { shares[$0] <= 0.95 }
+            let details = unlike.prefix(5).map { index in
+                "frame \(index) at \(frames[index].time.map { String(format: "%.2f s", $0) } ?? "?"): \(Int(shares[index] * 100)) %, centre \(frames[index].pixel(x: area.width / 2, y: area.height / 2)) (beneath: \(beneath.pixel(x: area.width / 2, y: area.height / 2)))"
+            }
+            #expect(worst > 0.95, "\(unlike.count) of \(frames.count) frames do not show what lies beneath the picker (\(area)): \(details)")
         }
 
         static func crop(_ image: RGBImage, to area: PixelRect) -> RGBImage {
@@ -247,14 +264,12 @@ extension SystemWindowsTests {
     }
 }
 
-/// Where the picker's parts are, from the bottom of its 420-pixel-wide window (24 px margins, 12 px
-/// spacing): the buttons' row, the Microphone check box above it, and the four rows of the list above
-/// that (measured on the screenshot, docs/images/picker.png).
+/// Where the picker's parts are in its 420-pixel-wide window (24 px margins, 12 px spacing), measured
+/// on its screenshot (docs/images/picker.png, 420×468): the list's rows from the top (under the title and
+/// the hint), 68 px each; the buttons' row and the Microphone check box from the bottom.
 struct PickerLayout {
     var height: Int
-    var buttons: Int { height - 40 }
-    var microphone: Int { height - 86 }
-    func rowCentre(_ index: Int) -> Int { listTop + rowHeight / 2 + index * rowHeight }
-    var rowHeight: Int { 65 }
-    var listTop: Int { height - 112 - 4 * rowHeight }
+    var buttons: Int { height - 42 }
+    var microphone: Int { height - 83 }
+    func rowCentre(_ index: Int) -> Int { 122 + index * 68 }
 }
