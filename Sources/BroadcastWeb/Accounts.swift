@@ -16,7 +16,13 @@ package struct Accounts: Sendable {
 
     struct Failure: Error, CustomStringConvertible {
         let message: String
+        /// For a throttled sign-in: the seconds until the next attempt may be made (`Retry-After`).
+        var retryAfter: Int?
         var description: String { message }
+        init(message: String, retryAfter: Int? = nil) {
+            self.message = message
+            self.retryAfter = retryAfter
+        }
     }
 
     static func validate(name: String, password: String) throws(Failure) {
@@ -52,11 +58,13 @@ package struct Accounts: Sendable {
         return try await store.createUser(name: name, passwordHash: try await hash(password))
     }
 
-    /// Checks a sign-in from `address`; nil for a wrong name or password. Throws when throttled.
+    /// Checks a sign-in from `address`, the page's or an extension's (`POST /api/v1/signin`): one throttle
+    /// for both. Nil for a wrong name or password; throws a `Failure` with `retryAfter` when throttled.
     func signIn(name: String, password: String, address: String) async throws -> UserRecord? {
         if case .wait(let seconds) = throttle.decide(account: name, address: address) {
             let minutes = Int((seconds / 60).rounded(.up))
-            throw Failure(message: "Too many sign-in attempts; try again in \(minutes) minute\(minutes == 1 ? "" : "s").")
+            throw Failure(message: "Too many sign-in attempts; try again in \(minutes) minute\(minutes == 1 ? "" : "s").",
+                          retryAfter: max(1, Int(seconds.rounded(.up))))
         }
         // Longer than bcrypt reads: never a valid password (sign-up refuses them), and not hashed.
         guard password.utf8.count <= Self.maximumPasswordBytes, let user = try await store.user(named: name) else {

@@ -24,15 +24,18 @@ package struct ControlServer: Service {
         package var statusInterval: Duration
         /// How apps' consent is asked: the system window, or a fixed answer (tests only).
         package var consentPrompt: ConsentPrompt
+        /// How the broadcast service is chosen when none is named: the picker window, or a fixed choice (tests only).
+        package var servicePicker: ServicePicker
         /// What apps' sessions capture: always `.application`, except in in-process tests.
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
-                     consentPrompt: ConsentPrompt = .systemWindow) {
+                     consentPrompt: ConsentPrompt = .systemWindow, servicePicker: ServicePicker = .systemWindow) {
             self.paths = paths
             self.idleExit = idleExit
             self.software = software
             self.statusInterval = statusInterval
             self.consentPrompt = consentPrompt
+            self.servicePicker = servicePicker
         }
     }
 

@@ -5,7 +5,8 @@ import ReplayMedia
 import Glibc
 #endif
 
-/// The system windows replayd shows: the consent prompt and the recording preview. Each is a
+/// The system windows replayd shows: the consent prompt, the recording preview and the broadcast
+/// picker. Each is a
 /// `replay-ui` process (GTK 4) that replayd starts on the person's display and whose one answer it
 /// reads back, so that no app can draw over, answer or close them itself.
 ///
@@ -14,7 +15,11 @@ import Glibc
 /// - `replay-ui consent --display D --app-name NAME [--app-icon PNG] [--microphone]`:
 ///   `{"answer":"allow"}` or `{"answer":"deny"}` (closing the window denies);
 /// - `replay-ui preview --display D --file MOVIE --save-folder DIR`:
-///   `{"action":"saved","path":P}`, `{"action":"shared","path":P}` or `{"action":"cancelled"}`.
+///   `{"action":"saved","path":P}`, `{"action":"shared","path":P}` or `{"action":"cancelled"}`;
+/// - `replay-ui picker --display D --services FILE [--microphone]`, FILE a JSON list of
+///   `{"identifier":…,"displayName":…,"iconPath":…|null}` (a 0600 file in replayd's private folder):
+///   `{"action":"start","identifier":ID,"microphone":true|false}` (ID one of FILE's) or
+///   `{"action":"cancelled"}` (Escape, Cancel, closing the window; an empty list offers only Cancel).
 package enum SystemWindows {
     package enum ConsentAnswer: String, Sendable, Equatable, Decodable {
         case allow, deny
@@ -42,6 +47,38 @@ package enum SystemWindows {
         case cancelled
     }
 
+    /// A broadcast service the picker offers: an installed upload extension's identifier, name and icon.
+    package struct PickerService: Sendable, Equatable, Codable {
+        package var identifier: String
+        package var displayName: String
+        /// A PNG; nil (or unreadable) shows a generic icon.
+        package var iconPath: String?
+        package init(identifier: String, displayName: String, iconPath: String? = nil) {
+            self.identifier = identifier
+            self.displayName = displayName
+            self.iconPath = iconPath
+        }
+
+        private enum CodingKeys: String, CodingKey { case identifier, displayName, iconPath }
+        /// `iconPath` is written as `null` when absent: the contract's shape, whatever the encoder's default.
+        package func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(identifier, forKey: .identifier)
+            try container.encode(displayName, forKey: .displayName)
+            try container.encode(iconPath, forKey: .iconPath)
+        }
+    }
+
+    /// What the person chose in the picker.
+    package struct PickerChoice: Sendable, Equatable {
+        package var identifier: String
+        package var microphone: Bool
+        package init(identifier: String, microphone: Bool) {
+            self.identifier = identifier
+            self.microphone = microphone
+        }
+    }
+
     /// Shows the consent prompt and waits for the person's answer.
     package static func askConsent(_ request: ConsentRequest, paths: ControlPaths) async throws(ReplayError) -> ConsentAnswer {
         var arguments = ["consent", "--display", request.display, "--app-name", request.appName]
@@ -65,6 +102,40 @@ package enum SystemWindows {
         case ("shared", let path?): return .shared(path: path)
         case ("cancelled", _): return .cancelled
         default: throw ReplayError(.internal, "replay-ui answered an unknown preview action \"\(outcome.action)\"")
+        }
+    }
+
+    /// Shows the broadcast picker with `services` (in this order, the first selected) and the microphone
+    /// check box set to `microphone`, and waits for the person: their choice, or nil when they cancel.
+    package static func pickService(_ services: [PickerService], microphone: Bool, display: String,
+                                    paths: ControlPaths) async throws(ReplayError) -> PickerChoice? {
+        try paths.prepareDirectory()
+        let servicesFile = paths.directory + "/picker-\(UUID().uuidString).json"
+        defer { unlink(servicesFile) }
+        do {
+            let data = try JSONEncoder().encode(services)
+            let descriptor = open(servicesFile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw ReplayError(.internal, "cannot create \(servicesFile): \(String(cString: strerror(errno)))") }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            try handle.write(contentsOf: data)
+        } catch let error as ReplayError {
+            throw error
+        } catch {
+            throw ReplayError(.internal, "cannot write the picker's list of services to \(servicesFile): \(error)")
+        }
+        struct Outcome: Decodable {
+            var action: String
+            var identifier: String?
+            var microphone: Bool?
+        }
+        var arguments = ["picker", "--display", display, "--services", servicesFile]
+        if microphone { arguments.append("--microphone") }
+        let outcome = try await run(arguments, paths: paths, as: Outcome.self)
+        switch (outcome.action, outcome.identifier) {
+        case ("start", let identifier?) where services.contains(where: { $0.identifier == identifier }):
+            return PickerChoice(identifier: identifier, microphone: outcome.microphone ?? false)
+        case ("cancelled", _): return nil
+        default: throw ReplayError(.internal, "replay-ui answered an unknown picker action \"\(outcome.action)\" (\(outcome.identifier ?? "no service"))")
         }
     }
 

@@ -11,6 +11,11 @@ public struct Key: Hashable, Sendable {
     public static let space = Key(UInt32(GDK_KEY_space))
     public static let left = Key(UInt32(GDK_KEY_Left))
     public static let right = Key(UInt32(GDK_KEY_Right))
+    public static let up = Key(UInt32(GDK_KEY_Up))
+    public static let down = Key(UInt32(GDK_KEY_Down))
+    public static let keypadUp = Key(UInt32(GDK_KEY_KP_Up))
+    public static let keypadDown = Key(UInt32(GDK_KEY_KP_Down))
+    public static let keypadSpace = Key(UInt32(GDK_KEY_KP_Space))
 
     /// A letter key, either case (`Key.letter("s")`).
     public static func letter(_ character: Character) -> Set<Key> {

@@ -11,11 +11,55 @@ struct ReplayUI: ParsableCommand {
         commandName: "replay-ui",
         abstract: "OpenReplayKit's system windows (started by replayd, not by people).",
         discussion: """
-            replayd starts `replay-ui consent` to ask the person whether an app may record, and \
-            `replay-ui preview` to let them trim, save, share or discard an app's recording. Each \
-            prints one JSON line on standard output and exits 0.
+            replayd starts `replay-ui consent` to ask the person whether an app may record, \
+            `replay-ui preview` to let them trim, save, share or discard an app's recording, and \
+            `replay-ui picker` to let them choose a broadcast service. Each prints one JSON line on \
+            standard output and exits 0.
             """,
-        subcommands: [Consent.self, Preview.self])
+        subcommands: [Consent.self, Preview.self, Picker.self])
+}
+
+struct Picker: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lets the person choose a broadcast service (and the microphone), or cancel.",
+        discussion: """
+            Prints {"action":"start","identifier":ID,"microphone":true|false} or {"action":"cancelled"}. \
+            Up and Down choose a service, Return starts, Escape and closing the window cancel, Space \
+            toggles the microphone. FILE is a JSON list of {"identifier":…,"displayName":…,"iconPath":…|null}; \
+            an empty list shows that no service is installed. The window's WM_CLASS is openreplaykit-picker.
+            """)
+
+    @Option(help: "The X11 display to show the picker on (default: $DISPLAY).")
+    var display: String?
+
+    @Option(help: ArgumentHelp("The services to offer: a JSON list of {identifier, displayName, iconPath}.", valueName: "file"))
+    var services: String
+
+    @Flag(help: "The microphone is on when the picker opens.")
+    var microphone = false
+
+    func validate() throws {
+        _ = try Self.read(services)
+    }
+
+    static func read(_ path: String) throws -> [PickerService] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read the services file \(path)") }
+        do {
+            return try JSONDecoder().decode([PickerService].self, from: data)
+        } catch {
+            throw ValidationError("the services file \(path) is not a JSON list of {identifier, displayName, iconPath}: \(error)")
+        }
+    }
+
+    func run() throws {
+        let offered = try Self.read(services)
+        try MainActor.assumeIsolated {
+            try startGtk(display: display, programName: "openreplaykit-picker")
+            let window = PickerWindow(services: offered, microphone: microphone)
+            window.show()
+            Gtk.run()
+        }
+    }
 }
 
 struct Consent: ParsableCommand {
@@ -102,7 +146,7 @@ private func absolute(_ path: String) -> String {
 
 /// The one answer on standard output.
 enum Answer {
-    static func write(_ object: [String: String]) {
+    static func write(_ object: [String: Any]) {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
@@ -114,5 +158,8 @@ enum Style {
         .consent-title { font-size: 15pt; font-weight: bold; }
         .preview-picture { background-color: black; }
         .trim-label { min-width: 4em; }
+        .picker-list { border: 1px solid #c0bfbc; border-radius: 6px; }
+        .picker-name { font-weight: bold; }
+        .picker-identifier { font-size: 9pt; }
         """
 }

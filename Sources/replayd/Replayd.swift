@@ -44,12 +44,25 @@ struct Replayd: AsyncParsableCommand {
             help: ArgumentHelp("Answer apps' consent prompts with this (allow or deny) instead of asking the person: for tests only.",
                                valueName: "answer", visibility: .hidden))
     var consentAnswerForTests: String?
+
+    @Option(name: .customLong("picker-answer-for-tests"),
+            help: ArgumentHelp("Answer the broadcast picker with this (cancel, ID or ID,microphone) instead of asking the person: for tests only.",
+                               valueName: "answer", visibility: .hidden))
+    var pickerAnswerForTests: String?
     #endif
 
     /// How apps' consent is asked: the system window, or (debug builds, for tests) a fixed answer.
     private var consentPrompt: ConsentPrompt {
         #if DEBUG
         if let answer = consentAnswerForTests.flatMap(SystemWindows.ConsentAnswer.init(rawValue:)) { return .fixed(answer) }
+        #endif
+        return .systemWindow
+    }
+
+    /// How the broadcast service is chosen when none is named: the picker, or (debug builds, for tests) a fixed choice.
+    private var servicePicker: ServicePicker {
+        #if DEBUG
+        if let picker = pickerAnswerForTests.flatMap(ServicePicker.init(testAnswer:)) { return picker }
         #endif
         return .systemWindow
     }
@@ -62,6 +75,9 @@ struct Replayd: AsyncParsableCommand {
         #if DEBUG
         if let answer = consentAnswerForTests, SystemWindows.ConsentAnswer(rawValue: answer) == nil {
             throw ValidationError("--consent-answer-for-tests is allow or deny, not \"\(answer)\".")
+        }
+        if let answer = pickerAnswerForTests, ServicePicker(testAnswer: answer) == nil {
+            throw ValidationError("--picker-answer-for-tests is cancel, ID or ID,microphone, not \"\(answer)\".")
         }
         #endif
         guard Logger.Level(rawValue: logLevel) != nil else {
@@ -91,7 +107,7 @@ struct Replayd: AsyncParsableCommand {
 
         let server = ControlServer(
             configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
-                                 consentPrompt: consentPrompt),
+                                 consentPrompt: consentPrompt, servicePicker: servicePicker),
             logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],

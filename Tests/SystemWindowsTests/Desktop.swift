@@ -139,6 +139,15 @@ struct Desktop {
         return RGBImage(width: min(frame.width, shot.width - frame.x), height: pixels.count / 3 / max(1, min(frame.width, shot.width - frame.x)), pixels: pixels)
     }
 
+    /// The one line `replay-ui` printed (its JSON answer as it is), after it exited 0.
+    func answerLine(of process: BackgroundProcess, timeout: Duration = .seconds(20)) async throws -> String {
+        let result = try await process.waitForExit(timeout: timeout)
+        guard result.succeeded else { throw HarnessError("replay-ui failed: \(result)") }
+        let lines = result.stdout.split(separator: "\n")
+        guard lines.count == 1 else { throw HarnessError("replay-ui did not print one line: \(result)") }
+        return String(lines[0])
+    }
+
     /// The one JSON answer `replay-ui` printed, after it exited 0.
     func answer(of process: BackgroundProcess, timeout: Duration = .seconds(20)) async throws -> [String: String] {
         let result = try await process.waitForExit(timeout: timeout)

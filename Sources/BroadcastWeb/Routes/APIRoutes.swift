@@ -42,7 +42,24 @@ struct APIRoutes: Sendable {
         var application: ApplicationInput?
     }
 
+    /// `POST /api/v1/signin`: what a setup extension sends, the account's name and password and a label
+    /// for the key it gets.
+    struct SignInInput: Codable, Sendable {
+        var account: String
+        var password: String
+        var label: String?
+    }
+
+    struct SignInAnswer: Codable, Sendable {
+        var streamKey: String
+        var account: String
+        var label: String
+        var rtmpURL: String
+    }
+
     func addRoutes(to router: some RouterMethods<Context>) {
+        // No cookie, so no CSRF token: a browser elsewhere is still refused by `OriginCheckMiddleware`.
+        router.post("/api/v1/signin") { request, context in try await signIn(request, address: web.clientAddress(request, context)) }
         router.get("/api/live") { request, _ in
             let broadcasts = web.directory.broadcasts
             let verified = try await web.verifiedApplications(Set(broadcasts.map { $0.record.application.id }))
@@ -66,6 +83,31 @@ struct APIRoutes: Sendable {
             guard let id = context.requestContext.parameters.get("id") else { return }
             try await serveExtensionEvents(id: id, inbound: inbound, outbound: outbound)
         }
+    }
+
+    /// Account and password → a new stream key labelled for the extension (`201`); a wrong name or password
+    /// `401`; throttled exactly as the page's sign-in (one `LoginThrottle` for both, by account and client
+    /// address) `429` with `Retry-After`. Neither the password nor the key is logged.
+    func signIn(_ request: Request, address: String) async throws -> Response {
+        let input = try await WebSupport.decodeJSON(request, as: SignInInput.self)
+        let name = String(input.account.prefix(64))
+        let user: UserRecord?
+        do {
+            user = try await web.accounts.signIn(name: name, password: input.password, address: address)
+        } catch let error as Accounts.Failure {
+            web.logger.warning("API sign-in refused: rate limited", metadata: ["user": "\(name.prefix(32))", "peer": "\(address)"])
+            throw HTTPError(.tooManyRequests, headers: [.retryAfter: "\(error.retryAfter ?? 60)"], message: error.message)
+        }
+        guard let user else {
+            web.logger.notice("API sign-in failed", metadata: ["user": "\(name.prefix(32))", "peer": "\(address)"])
+            throw HTTPError(.unauthorized, message: "Wrong account or password.")
+        }
+        let given = (input.label ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let label = given.isEmpty ? "extension" : String(given.prefix(64))
+        let key = try await web.store.createStreamKey(userID: user.id, key: Token.streamKey(), label: label)
+        web.logger.info("Stream key created by API sign-in", metadata: ["user": "\(user.name)", "keyID": "\(key.id)"])
+        return try WebSupport.json(SignInAnswer(streamKey: key.key, account: user.name, label: key.label,
+                                                rtmpURL: "rtmp://\(web.hostName(request)):\(web.rtmpPort)/live"), status: .created)
     }
 
     func requireStreamKey(_ request: Request, _ context: Context) throws -> StreamKeyRecord {

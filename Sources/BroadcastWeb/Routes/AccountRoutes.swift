@@ -111,7 +111,9 @@ struct AccountRoutes: Sendable {
             return try await sessionResponse(for: user)
         } catch let error as Accounts.Failure {
             web.logger.warning("Sign-in refused: rate limited", metadata: ["user": "\(form.name.prefix(32))"])
-            return formPage(request, title: "Sign in", action: "/signin", error: error.message, status: .tooManyRequests)
+            var response = formPage(request, title: "Sign in", action: "/signin", error: error.message, status: .tooManyRequests)
+            if let seconds = error.retryAfter { response.headers[.retryAfter] = "\(seconds)" }
+            return response
         }
     }
 
