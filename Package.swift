@@ -22,6 +22,8 @@ let package = Package(
         // For apps: ReplayKit's names (RPScreenRecorder…) over replayd.
         .executable(name: "replay-ring", targets: ["replay-ring"]),
         .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
+        // The broadcast upload extensions that ship (Extensions/), found beside replayd after a build.
+        .executable(name: "replay-extension-rtmp", targets: ["replay-extension-rtmp"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -102,6 +104,13 @@ let package = Package(
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
         .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB"], swiftSettings: swiftSettings),
 
+        // MARK: Broadcast upload extensions that ship: each a folder of Extensions/ with its
+        // manifest.json and icon (installed as PREFIX/share/openreplaykit/extensions/ID.orkextension/).
+        .executableTarget(name: "replay-extension-rtmp",
+                          dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
+                          path: "Extensions/RTMP", exclude: ["manifest.json", "icon.png"],
+                          swiftSettings: swiftSettings),
+
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,
         // the web app, and a thin composition that runs them in one service group.
@@ -169,6 +178,9 @@ let package = Package(
                           dependencies: ["ReplayEngine", "ReplayMedia", "ReplayIPC", "OpenReplayKit", "ReplayTesting",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+        // The seed's SampleHandler (WWDC 2017, "Developing Broadcast Extensions") as an upload
+        // extension that writes what it receives to a file, for the broadcast system tests.
+        .executableTarget(name: "replay-testextension", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),

@@ -89,8 +89,8 @@ extension RecordingSessions {
         guard !options.display.isEmpty else {
             return .failure(ReplayError(.noDisplay, "no X display: the app has no DISPLAY, so there is nothing of it to record."))
         }
-        if let running = slots[.systemRecording]?.machine.current {
-            return .failure(ReplayError(.unavailable, "the person is recording the screen (session \(running.id)): apps cannot record until it ends."))
+        if let running = slots[.systemRecording]?.machine.current ?? slots[.broadcast]?.machine.current {
+            return .failure(ReplayError(.unavailable, "the person is \(running.kind == .broadcast ? "broadcasting" : "recording") the screen (session \(running.id)): apps cannot record until it ends."))
         }
         let slot = SessionSlot(kind: kind, owner: pid)
         if slots[slot]?.machine.isIdle == false {

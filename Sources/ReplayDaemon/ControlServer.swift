@@ -24,10 +24,13 @@ package struct ControlServer: Service {
         package var statusInterval: Duration
         /// How apps' consent is asked: the system window, or a fixed answer (tests only).
         package var consentPrompt: ConsentPrompt
+        /// An upload extension's resident memory limit, in MB.
+        package var extensionMemoryMegabytes: Int
         /// What apps' sessions capture: always `.application`, except in in-process tests.
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
-                     consentPrompt: ConsentPrompt = .systemWindow) {
+                     consentPrompt: ConsentPrompt = .systemWindow, extensionMemoryMegabytes: Int = BroadcastHostLimits.defaultMemoryMegabytes) {
+            self.extensionMemoryMegabytes = extensionMemoryMegabytes
             self.paths = paths
             self.idleExit = idleExit
             self.software = software
@@ -55,7 +58,8 @@ package struct ControlServer: Service {
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt)
+        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
+                                          extensionMemoryMegabytes: configuration.extensionMemoryMegabytes)
         var router = ControlRouter()
         sessions.register(in: &router)
         self.router = router

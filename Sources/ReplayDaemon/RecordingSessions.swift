@@ -76,9 +76,16 @@ package actor RecordingSessions {
     /// What the watchers last heard.
     var lastCaptured = false
     var lastAvailable = true
+    /// The person's broadcast's upload extension (Broadcasts.swift), from its start until it has left.
+    var broadcastHost: BroadcastHost?
+    /// An upload extension's resident memory limit (`replayd --extension-memory-mb`).
+    let extensionMemoryMegabytes: Int
 
-    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
+                 extensionMemoryMegabytes: Int = BroadcastHostLimits.defaultMemoryMegabytes,
+                 now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
+        self.extensionMemoryMegabytes = extensionMemoryMegabytes
         self.paths = paths
         self.consentPrompt = consentPrompt
         self.now = now
@@ -161,6 +168,7 @@ package actor RecordingSessions {
             SessionsAnswer(sessions: await allStatuses())
         }
         registerAppMethods(in: &router)
+        registerBroadcastMethods(in: &router)
     }
 
     // MARK: requests
@@ -400,6 +408,8 @@ package actor RecordingSessions {
         let audience = slots[slot]?.subscribers ?? []
         let waiters = slots[slot]?.stopWaiters ?? []
         slots[slot]?.stopWaiters = []
+        // The broadcast's extension hears that it is over (and is killed if it does not leave).
+        if slot == .broadcast { broadcastSessionEnded() }
         // The window is gone before anyone hears that the session ended.
         await indicator?.close()
         broadcast(SessionEndedEvent(status: final, error: error), to: audience)
@@ -434,6 +444,7 @@ package actor RecordingSessions {
             microphoneRecorded: recorder?.microphoneRecorded ?? false,
             systemAudioRecorded: recorder?.systemAudioRecorded ?? false,
             encoder: recorder?.encoderName ?? "", warnings: recorder?.warnings ?? [], error: error)
+        if session.kind == .broadcast { addBroadcastFields(to: &status) }
         guard case .clip(let seconds) = session.output else { return status }
         // A clip buffer's bytes are what it holds in memory now.
         let clip = slots[SessionSlot(kind: session.kind, owner: session.owner)]?.clip

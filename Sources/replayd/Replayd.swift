@@ -54,6 +54,10 @@ struct Replayd: AsyncParsableCommand {
         return .systemWindow
     }
 
+    @Option(name: .customLong("extension-memory-mb"),
+            help: ArgumentHelp("The resident memory a broadcast upload extension may use, in MB (iOS gives 50); over it, its broadcast ends with an error saying so.", valueName: "MB"))
+    var extensionMemoryMegabytes = BroadcastHostLimits.defaultMemoryMegabytes
+
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: String = "info"
 
@@ -64,6 +68,7 @@ struct Replayd: AsyncParsableCommand {
             throw ValidationError("--consent-answer-for-tests is allow or deny, not \"\(answer)\".")
         }
         #endif
+        guard extensionMemoryMegabytes > 0 else { throw ValidationError("--extension-memory-mb must be a positive number of MB, not \(extensionMemoryMegabytes).") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("unknown --log-level \"\(logLevel)\": use trace, debug, info, notice, warning, error or critical.")
         }
@@ -91,7 +96,7 @@ struct Replayd: AsyncParsableCommand {
 
         let server = ControlServer(
             configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
-                                 consentPrompt: consentPrompt),
+                                 consentPrompt: consentPrompt, extensionMemoryMegabytes: extensionMemoryMegabytes),
             logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
