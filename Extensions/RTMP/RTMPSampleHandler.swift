@@ -14,8 +14,9 @@ import Glibc
 /// key, appended as the last path part for RTMP); `watchURL` (optional) is given back as the
 /// broadcast URL, else the ingest URL without its key.
 ///
-/// A still screen sends no new pictures: the last one is sent again at least once a second, so that
-/// the ingest and its viewers keep the stream alive. The encoder opens with the first picture's size.
+/// A still screen sends no new pictures: the last one is sent again every 100 ms (well over the
+/// once a second a live ingest needs), so that the stream stays alive and the encoder's held-back
+/// pictures come out soon. The encoder opens with the first picture's size.
 ///
 /// `@unchecked Sendable`: the SDK calls it from one serial queue; the pipeline's failure callback
 /// (from the keep-alive thread) only calls `finishBroadcastWithError`, which may be called from any thread.
@@ -42,7 +43,9 @@ final class RTMPSampleHandler: RPBroadcastSampleHandler, @unchecked Sendable {
     override func processSampleBuffer(_ sampleBuffer: CMSampleBuffer, with sampleBufferType: RPSampleBufferType) {
         guard let pipeline else { return }
         let time = CMSampleBufferGetPresentationTimeStamp(sampleBuffer)
-        let nanoseconds = time.value * 1_000_000_000 / Int64(max(1, time.timescale))
+        // Session-clock nanoseconds (timescale 1e9 from the SDK; any other scale converted without overflow).
+        let scale = Int64(max(1, time.timescale))
+        let nanoseconds = time.value / scale * 1_000_000_000 + time.value % scale * 1_000_000_000 / scale
         switch sampleBufferType {
         case .video:
             guard let image = CMSampleBufferGetImageBuffer(sampleBuffer) else { return }
@@ -84,6 +87,8 @@ final class StreamPipeline: Sendable {
         var origin: Int64?
         var lastTick: Int64 = -1
         var lastVideoAt: Int64 = 0
+        /// Where the encoder's output has reached, in samples (nil until its first packet).
+        var videoOutPosition: Int64?
         var failed = false
         var finished = false
     }
@@ -92,8 +97,15 @@ final class StreamPipeline: Sendable {
     private let logger: Logger
     private let failure: @Sendable (String) -> Void
     static let framesPerSecond: Int64 = 30
-    /// A still screen's picture is sent again this often (nanoseconds).
-    static let keepAlive: Int64 = 500_000_000
+    /// Both tracks start a second in: the encoder's first decode times come before its first
+    /// picture's, and FLV cannot carry a negative time once the sound has begun at zero.
+    static let startOffsetSeconds: Int64 = 1
+    static let startOffsetSamples: Int64 = 48_000
+    /// A still screen's picture is sent again this often (nanoseconds): the encoder holds a few
+    /// pictures back, so this also bounds how late the last change reaches the viewers.
+    static let keepAlive: Int64 = 100_000_000
+    /// How far the sound may be ahead of the encoder's pictures, in samples (0.3 s).
+    static let audioLead: Int64 = 14_400
 
     init(url: String, logger: Logger, failure: @escaping @Sendable (String) -> Void) {
         self.url = url
@@ -102,7 +114,7 @@ final class StreamPipeline: Sendable {
         let thread = Thread { [weak self] in
             while let self, !self.state.withLock({ $0.finished }) {
                 self.repeatStillPicture()
-                usleep(100_000)
+                usleep(50_000)
             }
         }
         thread.name = "rtmp-keep-alive"
@@ -129,17 +141,24 @@ final class StreamPipeline: Sendable {
             guard !state.failed, !state.finished else { return }
             if state.origin == nil { state.origin = time }
             let position = (time - state.origin!) * 48_000 / 1_000_000_000
-            if state.mixer == nil {
-                state.mixer = AudioMixer(sourceCount: 2, blockSize: 1024, maximumWait: 12_000)
-            }
+            if state.mixer == nil { state.mixer = Self.makeMixer() }
             state.mixer!.append(source: source, position: position, samples: samples)
             drainAudio(&state, now: (MonotonicClock.now() - state.origin!) * 48_000 / 1_000_000_000)
         }
     }
 
+    /// The computer's sound (0) and the microphone (1), waited for up to a quarter second.
+    private static func makeMixer() -> AudioMixer {
+        AudioMixer(sourceCount: 2, blockSize: 1024, maximumWait: 12_000)
+    }
+
     private func drainAudio(_ state: inout State, now: Int64) {
-        guard let audio = state.audio, state.stream != nil else { return }
-        while let block = state.mixer?.nextBlock(now: now) {
+        guard let audio = state.audio, state.stream != nil, let videoOut = state.videoOutPosition else { return }
+        // The sound never runs ahead of the pictures the encoder has given (it holds a few back,
+        // and on a still screen they come slowly): the muxer's interleaving then never has to
+        // send a later sound packet before an earlier picture.
+        let limit = videoOut + Self.audioLead
+        while let mixer = state.mixer, mixer.cursor + Int64(mixer.blockSize) <= limit, let block = state.mixer?.nextBlock(now: now) {
             var mixed = [Float](repeating: 0, count: block.sources.first?.count ?? 0)
             for source in block.sources {
                 for i in mixed.indices { mixed[i] += source[i] }
@@ -149,7 +168,7 @@ final class StreamPipeline: Sendable {
             let outputs = state.audioOutputs
             let failure: MediaError? = mixed.withUnsafeBufferPointer { buffer in
                 do throws(MediaError) {
-                    try audio.encode(buffer, pts: block.position, to: outputs)
+                    try audio.encode(buffer, pts: block.position + Self.startOffsetSamples, to: outputs)
                     return nil
                 } catch {
                     return error
@@ -169,7 +188,9 @@ final class StreamPipeline: Sendable {
         state.lastTick = tick
         state.lastVideoAt = MonotonicClock.now()
         do throws(MediaError) {
-            try video.encode(picture, pts: tick, to: state.outputs)
+            if let out = try video.encode(picture, pts: tick + Self.framesPerSecond * Self.startOffsetSeconds, to: state.outputs) {
+                state.videoOutPosition = (out - Self.framesPerSecond * Self.startOffsetSeconds) * 48_000 / Self.framesPerSecond
+            }
         } catch {
             fail(&state, error.message)
         }
@@ -205,6 +226,9 @@ final class StreamPipeline: Sendable {
             state.outputs = outputs
             state.audioOutputs = audioOutputs
             state.picture = VideoFrame(width: width, height: height)
+            // The sound track goes out from the start, silent while no sound comes (a muted
+            // computer, no sound server): players wait for every declared track.
+            if state.mixer == nil { state.mixer = Self.makeMixer() }
             logger.info("streaming", metadata: ["to": "\(stream.redactedURL)", "size": "\(width)x\(height)"])
             return true
         } catch {

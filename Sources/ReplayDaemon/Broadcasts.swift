@@ -13,9 +13,8 @@ import Glibc
 /// `extension-ID.log` in replayd's folder. The extension attaches over the control socket (its
 /// pid, by `SO_PEERCRED`, must be the one replayd started), fetches the frame ring once
 /// (`RingHandover`), and from then on hears pause, resume, finish and annotations as events and
-/// says its URL, service info or failure as requests. replayd watches it twice a second: resident
-/// memory (`RssAnon + RssFile` of `/proc/PID/status`: the shared ring is replayd's, not counted)
-/// over the limit, no heartbeat for `BroadcastHostLimits.hangTimeout`, or an exit before the end
+/// says its URL, service info or failure as requests. replayd watches it twice a second: its
+/// memory footprint (`Private_Dirty`, see `residentMegabytes`) over the limit, no heartbeat for `BroadcastHostLimits.hangTimeout`, or an exit before the end
 /// each end the broadcast with an error that says which; replayd and other sessions go on.
 struct BroadcastHost {
     var manifest: ExtensionManifest
@@ -277,7 +276,7 @@ extension RecordingSessions {
         let pid = host.pid
         Task {
             try? await Task.sleep(for: BroadcastHostLimits.finishGrace)
-            await self.killIfStill(pid: pid)
+            self.killIfStill(pid: pid)
         }
     }
 
@@ -350,18 +349,20 @@ extension RecordingSessions {
         }
     }
 
-    /// `RssAnon + RssFile` of `/proc/PID/status`, in MB (the shared ring, `RssShmem`, is replayd's).
+    /// The extension's memory footprint in MB, as iOS counts it against an extension's limit: pages
+    /// it dirtied that are its own (`Private_Dirty` of `/proc/PID/smaps_rollup`: its heap, stacks,
+    /// written data), not the clean pages of shared libraries every program maps, nor the frame ring
+    /// (shared memory, replayd's). `RssAnon` of `/proc/PID/status` where smaps_rollup is missing.
     static func residentMegabytes(of pid: Int32) -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        var kilobytes = 0
-        var found = false
-        for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") || line.hasPrefix("RssFile:") {
-            if let value = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Int($0) }) {
-                kilobytes += value
-                found = true
+        func kilobytes(in file: String, field: String) -> Int? {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
+            for line in text.split(separator: "\n") where line.hasPrefix(field) {
+                return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }
             }
+            return nil
         }
-        return found ? Double(kilobytes) / 1024 : nil
+        let value = kilobytes(in: "/proc/\(pid)/smaps_rollup", field: "Private_Dirty:") ?? kilobytes(in: "/proc/\(pid)/status", field: "RssAnon:")
+        return value.map { Double($0) / 1024 }
     }
 
     private func focusChanged(to pid: Int32?, sessionID: String) {

@@ -55,7 +55,7 @@ struct Replayd: AsyncParsableCommand {
     }
 
     @Option(name: .customLong("extension-memory-mb"),
-            help: ArgumentHelp("The resident memory a broadcast upload extension may use, in MB (iOS gives 50); over it, its broadcast ends with an error saying so.", valueName: "MB"))
+            help: ArgumentHelp("The memory a broadcast upload extension may use, in MB (its own dirtied pages, Private_Dirty; iOS gives 50); over it, its broadcast ends with an error saying so.", valueName: "MB"))
     var extensionMemoryMegabytes = BroadcastHostLimits.defaultMemoryMegabytes
 
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
