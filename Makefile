@@ -41,7 +41,7 @@ SYSTEM_TESTS := ^(SystemTests|SystemWindowsTests)\.|EngineDestinationsTests
 test: bootstrap
 	@mkdir -p .build
 	set -o pipefail; $(SWIFT) build --build-tests 2>&1 | tee .build/build-tests.log
-	@if grep -E '^$(CURDIR)/(Sources|Tests|Benchmarks)/[^ ]+: warning:' .build/build-tests.log; then \
+	@if grep -E '^$(CURDIR)/(Sources|Tests|Benchmarks|Extensions)/[^ ]+: warning:' .build/build-tests.log; then \
 	  echo "make test: the build above has warnings in our code (the house rule is none): fix them"; exit 1; fi
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --skip '$(UNIT_TESTS_SKIP)'
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '^BroadcastServiceTests\.'
