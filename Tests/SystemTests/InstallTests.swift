@@ -24,6 +24,9 @@ extension SystemTests {
             "share/man/man1/replay.1", "share/man/man1/replayd.1",
             "share/bash-completion/completions/replay", "share/zsh/site-functions/_replay",
             "share/fish/vendor_completions.d/replay.fish",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/manifest.json",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/icon.png",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/replay-extension-rtmp",
         ]
 
         @Test("make install DESTDIR=…: every file in place and working; make uninstall removes them", .timeLimit(.minutes(20)))
