@@ -266,11 +266,11 @@ extension RecordingSessions {
     // MARK: priority, leaving, watching
 
     /// A system session takes over: every app session ends, its recording discarded, its app told.
-    func interruptAppSessions() async {
+    func interruptAppSessions(by activity: String = "recording") async {
         let running = slots.filter { $0.key.owner != nil && !$0.value.machine.isIdle }.map(\.key)
         for slot in running {
-            logger.notice("a system recording interrupts \(slot)")
-            slots[slot]?.discardReason = ReplayError(.interrupted, "the person started recording the screen, which interrupts apps' recordings: this recording was discarded.")
+            logger.notice("a system \(activity) interrupts \(slot)")
+            slots[slot]?.discardReason = ReplayError(.interrupted, "the person started \(activity) the screen, which interrupts apps' recordings: this recording was discarded.")
         }
         await withTaskGroup(of: Void.self) { group in
             for slot in running { group.addTask { _ = await self.stop(slot) } }

@@ -111,7 +111,7 @@ extension RecordingSessions {
                                                 audioRequired: options.microphone, display: options.display, framesPerSecond: options.framesPerSecond)
         do throws(ReplayError) { try recordingOptions.validate() } catch { return .failure(error) }
         // A system broadcast takes over, as a system recording does.
-        await interruptAppSessions()
+        await interruptAppSessions(by: "broadcasting")
         let started = await startSession(in: .broadcast, options: recordingOptions, configuration: EngineConfiguration(recordingOptions),
                                          output: .ring, clientPID: clientPID, connection: connection)
         guard case .success(_) = started, let session = slots[.broadcast]?.machine.current else { return started }
