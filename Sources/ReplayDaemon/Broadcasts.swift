@@ -38,6 +38,8 @@ struct BroadcastHost {
     var focus: FocusWatcher?
     /// The last focused pid annotated (nil: none yet).
     var annotatedPID: Int32?
+    /// Pictures the extension was not ready for, as last read from the ring (kept for the final status).
+    var framesDropped = 0
 }
 
 extension SessionSlot {
@@ -335,6 +337,7 @@ extension RecordingSessions {
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(500))
             guard let host = broadcastHost, host.pid == pid, !host.exited, host.failure == nil else { return }
+            if let counters = slots[.broadcast]?.ring?.counters { broadcastHost?.framesDropped = Int(counters.framesDropped) }
             if let resident = Self.residentMegabytes(of: pid), resident > Double(limit) {
                 let figure = String(format: "%.1f", resident)
                 await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) used \(figure) MB of memory, over its limit of \(limit) MB (replayd --extension-memory-mb): it was stopped."),
@@ -422,6 +425,6 @@ extension RecordingSessions {
         status.broadcastURL = host.broadcastURL
         status.serviceInfo = host.serviceInfo
         status.paused = host.paused
-        if let counters = slots[.broadcast]?.ring?.counters { status.extensionFramesDropped = Int(counters.framesDropped) }
+        status.extensionFramesDropped = slots[.broadcast]?.ring.map { Int($0.counters.framesDropped) } ?? host.framesDropped
     }
 }

@@ -384,6 +384,7 @@ package actor RecordingSessions {
         slots[slot]?.runTask = nil
         slots[slot]?.recorder = nil
         slots[slot]?.clip = nil
+        if let counters = slots[slot]?.ring?.counters, slot == .broadcast { broadcastHost?.framesDropped = Int(counters.framesDropped) }
         // The app's reader sees the ring closed and ends its delivery.
         slots[slot]?.ring?.close()
         slots[slot]?.ring = nil

@@ -111,7 +111,7 @@ extension SystemTests {
             var keywords: [String] {
                 switch self {
                 case .crash: ["Seed Service", "crashed", "signal 6"]
-                case .hang: ["Seed Service", "heartbeat", "hangs"]
+                case .hang: ["Seed Service", "heartbeat", "hangs", "pictures were dropped because the extension was not ready"]
                 case .memory: ["Seed Service", "MB", "limit of 50 MB"]
                 case .fail: ["Seed Service", "the test service refused the stream"]
                 case .notLoggedIn: ["Seed Service", "Not Logged In", "401"]
