@@ -21,6 +21,7 @@ release-cli: bootstrap
 	$(SWIFT) build -c release --product replayd
 	$(SWIFT) build -c release --product replay
 	$(SWIFT) build -c release --product replay-ui
+	$(SWIFT) build -c release --product replay-extension-rtmp
 
 ## release-lib: the release build of libopenreplaykit.so, the C API for apps (`make install` installs it).
 release-lib: bootstrap
@@ -44,7 +45,7 @@ SYSTEM_TESTS := ^(SystemTests|SystemWindowsTests)\.|EngineDestinationsTests
 test: bootstrap
 	@mkdir -p .build
 	set -o pipefail; $(SWIFT) build --build-tests 2>&1 | tee .build/build-tests.log
-	@if grep -E '^$(CURDIR)/(Sources|Tests|Benchmarks)/[^ ]+: warning:' .build/build-tests.log; then \
+	@if grep -E '^$(CURDIR)/(Sources|Tests|Benchmarks|Extensions)/[^ ]+: warning:' .build/build-tests.log; then \
 	  echo "make test: the build above has warnings in our code (the house rule is none): fix them"; exit 1; fi
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --skip '$(UNIT_TESTS_SKIP)'
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '^BroadcastServiceTests\.'
@@ -68,6 +69,9 @@ APP_ID := org.openreplaykit.ScreenRecording
 ICON_SIZES := 16 24 32 48 64 128 256
 UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
 SHARE_DIR := $(DESTDIR)$(PREFIX)/share
+# The broadcast upload extensions that ship (Extensions/<name>/: manifest.json, icon.png, the product).
+EXTENSIONS := RTMP
+EXTENSION_DIR := $(SHARE_DIR)/openreplaykit/extensions
 MAN_DIR := $(SHARE_DIR)/man/man1
 BASH_COMPLETION_DIR := $(SHARE_DIR)/bash-completion/completions
 ZSH_COMPLETION_DIR := $(SHARE_DIR)/zsh/site-functions
@@ -128,10 +132,18 @@ install: cli-docs install-lib
 	install -m 644 $(CLI_DOCS)/replay.bash $(BASH_COMPLETION_DIR)/replay
 	install -m 644 $(CLI_DOCS)/_replay $(ZSH_COMPLETION_DIR)/_replay
 	install -m 644 $(CLI_DOCS)/replay.fish $(FISH_COMPLETION_DIR)/replay.fish
+	for ext in $(EXTENSIONS); do \
+	  id=$$(sed -n 's/.*"identifier": *"\([^"]*\)".*/\1/p' Extensions/$$ext/manifest.json) && \
+	  exe=$$(sed -n 's/.*"executable": *"\([^"]*\)".*/\1/p' Extensions/$$ext/manifest.json) && \
+	  install -d $(EXTENSION_DIR)/$$id.orkextension && \
+	  install -m 644 Extensions/$$ext/manifest.json Extensions/$$ext/icon.png $(EXTENSION_DIR)/$$id.orkextension/ && \
+	  install -m 755 $(BUILT_BIN)/$$exe $(EXTENSION_DIR)/$$id.orkextension/$$exe || exit 1; \
+	done
 	@if [ -z "$(DESTDIR)" ] && command -v update-desktop-database >/dev/null; then update-desktop-database -q $(SHARE_DIR)/applications || true; fi
 	@if [ -z "$(DESTDIR)" ] && command -v gtk-update-icon-cache >/dev/null; then gtk-update-icon-cache -q -t $(SHARE_DIR)/icons/hicolor || true; fi
 	@echo "Installed replay, replayd and replay-ui (replayd's system windows) in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR);"
 	@echo "the C API for apps (libopenreplaykit.so, openreplaykit.h, pkg-config openreplaykit) under $(PREFIX)/lib and $(PREFIX)/include;"
+	@echo "the broadcast extensions ($(EXTENSIONS)) in $(EXTENSION_DIR);"
 	@echo "the Screen Recording desktop entry and icon, man pages (man replay) and completions under $(SHARE_DIR)."
 	@echo "replay starts replayd when needed; to keep it running instead: systemctl --user enable --now replayd"
 
@@ -139,6 +151,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/replay $(DESTDIR)$(PREFIX)/bin/replayd $(DESTDIR)$(PREFIX)/bin/replay-ui $(UNIT_DIR)/replayd.service
 	rm -f $(SHARE_DIR)/applications/$(APP_ID).desktop $(SHARE_DIR)/icons/hicolor/scalable/apps/$(APP_ID).svg
 	for size in $(ICON_SIZES); do rm -f $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps/$(APP_ID).png; done
+	rm -rf $(EXTENSION_DIR)/org.openreplaykit.rtmp.orkextension
 	rm -f $(MAN_DIR)/replay.1 $(MAN_DIR)/replayd.1 $(BASH_COMPLETION_DIR)/replay $(ZSH_COMPLETION_DIR)/_replay \
 	  $(FISH_COMPLETION_DIR)/replay.fish
 	rm -f $(LIB_DIR)/libopenreplaykit.so $(DESTDIR)$(PREFIX)/include/openreplaykit.h $(LIB_DIR)/pkgconfig/openreplaykit.pc

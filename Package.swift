@@ -24,6 +24,8 @@ let package = Package(
         .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
         // The same for apps in C, C++, Rust, Python: libopenreplaykit.so with openreplaykit.h (`make install`).
         .library(name: "openreplaykit", type: .dynamic, targets: ["OpenReplayKitC"]),
+        // The broadcast upload extensions that ship (Extensions/), found beside replayd after a build.
+        .executable(name: "replay-extension-rtmp", targets: ["replay-extension-rtmp"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -108,6 +110,13 @@ let package = Package(
         .target(name: "COpenReplayKit"),
         .target(name: "OpenReplayKitC", dependencies: ["COpenReplayKit", "OpenReplayKit"], swiftSettings: swiftSettings),
 
+        // MARK: Broadcast upload extensions that ship: each a folder of Extensions/ with its
+        // manifest.json and icon (installed as PREFIX/share/openreplaykit/extensions/ID.orkextension/).
+        .executableTarget(name: "replay-extension-rtmp",
+                          dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
+                          path: "Extensions/RTMP", exclude: ["manifest.json", "icon.png"],
+                          swiftSettings: swiftSettings),
+
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,
         // the web app, and a thin composition that runs them in one service group.
@@ -175,6 +184,9 @@ let package = Package(
                           dependencies: ["ReplayEngine", "ReplayMedia", "ReplayIPC", "OpenReplayKit", "ReplayTesting",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
+        // The seed's SampleHandler (WWDC 2017, "Developing Broadcast Extensions") as an upload
+        // extension that writes what it receives to a file, for the broadcast system tests.
+        .executableTarget(name: "replay-testextension", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),

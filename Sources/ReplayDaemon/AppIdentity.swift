@@ -12,11 +12,15 @@ package struct AppIdentity: Sendable, Equatable {
     package var name: String
     /// A PNG (or other picture file) for the prompt, when the entry names one that exists.
     package var iconPath: String?
+    /// What a broadcast's annotation calls it (`RPApplicationInfoBundleIdentifierKey`): its desktop
+    /// entry's file name without `.desktop` (`org.gnome.Calculator`), else the executable's name.
+    package var identifier: String
 
-    package init(executable: String, name: String, iconPath: String?) {
+    package init(executable: String, name: String, iconPath: String?, identifier: String? = nil) {
         self.executable = executable
         self.name = name
         self.iconPath = iconPath
+        self.identifier = identifier ?? (executable as NSString).lastPathComponent
     }
 
     /// The identity of `pid`, or nil when the process is gone.
@@ -46,7 +50,8 @@ package struct AppIdentity: Sendable, Equatable {
                 guard let text = try? String(contentsOfFile: applications + "/" + file, encoding: .utf8),
                       let entry = DesktopEntry(text), entry.runs(executable: executable) else { continue }
                 return AppIdentity(executable: executable, name: entry.name ?? base,
-                                   iconPath: entry.icon.flatMap { iconFile($0, dataDirectories: dataDirectories) })
+                                   iconPath: entry.icon.flatMap { iconFile($0, dataDirectories: dataDirectories) },
+                                   identifier: String(file.dropLast(".desktop".count)))
             }
         }
         return AppIdentity(executable: executable, name: base, iconPath: nil)

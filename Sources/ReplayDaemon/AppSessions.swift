@@ -89,8 +89,8 @@ extension RecordingSessions {
         guard !options.display.isEmpty else {
             return .failure(ReplayError(.noDisplay, "no X display: the app has no DISPLAY, so there is nothing of it to record."))
         }
-        if let running = slots[.systemRecording]?.machine.current {
-            return .failure(ReplayError(.unavailable, "the person is recording the screen (session \(running.id)): apps cannot record until it ends."))
+        if let running = slots[.systemRecording]?.machine.current ?? slots[.broadcast]?.machine.current {
+            return .failure(ReplayError(.unavailable, "the person is \(running.kind == .broadcast ? "broadcasting" : "recording") the screen (session \(running.id)): apps cannot record until it ends."))
         }
         let slot = SessionSlot(kind: kind, owner: pid)
         if slots[slot]?.machine.isIdle == false {
@@ -272,11 +272,11 @@ extension RecordingSessions {
     // MARK: priority, leaving, watching
 
     /// A system session takes over: every app session ends, its recording discarded, its app told.
-    func interruptAppSessions() async {
+    func interruptAppSessions(by activity: String = "recording") async {
         let running = slots.filter { $0.key.owner != nil && !$0.value.machine.isIdle }.map(\.key)
         for slot in running {
-            logger.notice("a system recording interrupts \(slot)")
-            slots[slot]?.discardReason = ReplayError(.interrupted, "the person started recording the screen, which interrupts apps' recordings: this recording was discarded.")
+            logger.notice("a system \(activity) interrupts \(slot)")
+            slots[slot]?.discardReason = ReplayError(.interrupted, "the person started \(activity) the screen, which interrupts apps' recordings: this recording was discarded.")
         }
         await withTaskGroup(of: Void.self) { group in
             for slot in running { group.addTask { _ = await self.stop(slot) } }

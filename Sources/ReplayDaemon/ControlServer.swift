@@ -26,10 +26,13 @@ package struct ControlServer: Service {
         package var consentPrompt: ConsentPrompt
         /// How the broadcast service is chosen when none is named: the picker window, or a fixed choice (tests only).
         package var servicePicker: ServicePicker
-        /// What apps' sessions capture: always `.application`, except in in-process tests.
+        /// An upload extension's resident memory limit, in MB.
+        package var extensionMemoryMegabytes: Int
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
-                     consentPrompt: ConsentPrompt = .systemWindow, servicePicker: ServicePicker = .systemWindow) {
+                     consentPrompt: ConsentPrompt = .systemWindow, servicePicker: ServicePicker = .systemWindow,
+                     extensionMemoryMegabytes: Int = BroadcastHostLimits.defaultMemoryMegabytes) {
+            self.extensionMemoryMegabytes = extensionMemoryMegabytes
             self.paths = paths
             self.idleExit = idleExit
             self.software = software
@@ -58,7 +61,8 @@ package struct ControlServer: Service {
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt)
+        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
+                                          servicePicker: configuration.servicePicker, extensionMemoryMegabytes: configuration.extensionMemoryMegabytes)
         var router = ControlRouter()
         sessions.register(in: &router)
         self.router = router

@@ -63,6 +63,8 @@ package actor RecordingSessions {
     /// Consent prompts on screen now, by executable: a second start of the same app waits for the same answer.
     var pendingConsent: [String: Task<Result<SystemWindows.ConsentAnswer, ReplayError>, Never>] = [:]
     let consentPrompt: ConsentPrompt
+    /// How the person chooses a broadcast service when none is named (the picker window).
+    let servicePicker: ServicePicker
     /// The clock of consent's memory (tests move it on).
     let now: @Sendable () -> ContinuousClock.Instant
     /// An app's stopped recording, kept for its preview until saved, shared or discarded (by owner pid).
@@ -76,11 +78,20 @@ package actor RecordingSessions {
     /// What the watchers last heard.
     var lastCaptured = false
     var lastAvailable = true
+    /// The person's broadcast's upload extension (Broadcasts.swift), from its start until it has left.
+    var broadcastHost: BroadcastHost?
+    /// An upload extension's resident memory limit (`replayd --extension-memory-mb`).
+    let extensionMemoryMegabytes: Int
 
-    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
+                 servicePicker: ServicePicker = .systemWindow,
+                 extensionMemoryMegabytes: Int = BroadcastHostLimits.defaultMemoryMegabytes,
+                 now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
+        self.extensionMemoryMegabytes = extensionMemoryMegabytes
         self.paths = paths
         self.consentPrompt = consentPrompt
+        self.servicePicker = servicePicker
         self.now = now
     }
 
@@ -161,6 +172,7 @@ package actor RecordingSessions {
             SessionsAnswer(sessions: await allStatuses())
         }
         registerAppMethods(in: &router)
+        registerBroadcastMethods(in: &router)
     }
 
     // MARK: requests
@@ -385,6 +397,7 @@ package actor RecordingSessions {
         slots[slot]?.runTask = nil
         slots[slot]?.recorder = nil
         slots[slot]?.clip = nil
+        if let counters = slots[slot]?.ring?.counters, slot == .broadcast { broadcastHost?.framesDropped = Int(counters.framesDropped) }
         // The app's reader sees the ring closed and ends its delivery.
         slots[slot]?.ring?.close()
         slots[slot]?.ring = nil
@@ -409,6 +422,8 @@ package actor RecordingSessions {
         let audience = slots[slot]?.subscribers ?? []
         let waiters = slots[slot]?.stopWaiters ?? []
         slots[slot]?.stopWaiters = []
+        // The broadcast's extension hears that it is over (and is killed if it does not leave).
+        if slot == .broadcast { broadcastSessionEnded() }
         // The window is gone before anyone hears that the session ended.
         await indicator?.close()
         broadcast(SessionEndedEvent(status: final, error: error), to: audience)
@@ -443,6 +458,7 @@ package actor RecordingSessions {
             microphoneRecorded: recorder?.microphoneRecorded ?? false,
             systemAudioRecorded: recorder?.systemAudioRecorded ?? false,
             encoder: recorder?.encoderName ?? "", warnings: recorder?.warnings ?? [], error: error)
+        if session.kind == .broadcast { addBroadcastFields(to: &status) }
         guard case .clip(let seconds) = session.output else { return status }
         // A clip buffer's bytes are what it holds in memory now.
         let clip = slots[SessionSlot(kind: session.kind, owner: session.owner)]?.clip

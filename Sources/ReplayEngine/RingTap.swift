@@ -1,6 +1,7 @@
 package import ReplayMedia
 package import ReplayIPC
 import CYUV
+import Synchronization
 
 /// The writer of a frame ring, replayd's side of in-app capture: each picture the capture makes
 /// goes straight from the capture's I420 canvas into a free slot's NV12 (libyuv `I420ToNV12`, the
@@ -11,6 +12,8 @@ import CYUV
 /// Hand `descriptors` to the app once (`DescriptorPassing`); `close()` when the session ends.
 package final class RingTap: FrameTap, AudioTap {
     package let writer: FrameRingWriter
+    /// While set (a paused broadcast), nothing goes into the ring.
+    private let paused = Atomic<Bool>(false)
 
     /// A ring for pictures of `width` × `height` (the capture's output size).
     package init(width: Int, height: Int, slotCount: Int = 5, name: String = "openreplaykit-ring") throws(ReplayError) {
@@ -22,7 +25,11 @@ package final class RingTap: FrameTap, AudioTap {
 
     package var counters: FrameRingCounters { writer.counters }
 
+    /// Pauses or resumes what goes into the ring (a broadcast's pause: the extension gets nothing meanwhile).
+    package func setPaused(_ on: Bool) { paused.store(on, ordering: .relaxed) }
+
     package func receive(_ picture: VideoFrame, tick: Int64, time: Int64) {
+        guard !paused.load(ordering: .relaxed) else { return }
         let layout = writer.layout
         // The capture's size is fixed for a session, so the ring is made to it; no free slot is counted by beginFrame.
         guard picture.width == layout.width, picture.height == layout.height, let slot = writer.beginFrame() else { return }
@@ -35,6 +42,7 @@ package final class RingTap: FrameTap, AudioTap {
     }
 
     package func receive(audio samples: UnsafeBufferPointer<Float>, from source: TappedAudioSource, time: Int64) {
+        guard !paused.load(ordering: .relaxed) else { return }
         writer.writeAudio(samples, kind: source == .microphone ? .microphone : .app, time: time)
     }
 

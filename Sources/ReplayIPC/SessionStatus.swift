@@ -37,6 +37,16 @@ public struct SessionStatus: Codable, Sendable, Equatable {
     public var clipSeconds: Double?
     /// Seconds a clip buffer holds now (its memory is `bytesWritten`).
     public var bufferedSeconds: Double?
+    /// A broadcast's upload extension (its identifier); absent for other sessions.
+    public var service: String?
+    /// Where viewers watch, once the extension said (`updateBroadcastURL`).
+    public var broadcastURL: String?
+    /// The extension's latest `updateServiceInfo`, as strings.
+    public var serviceInfo: [String: String]?
+    /// True while a broadcast is paused.
+    public var paused: Bool?
+    /// A broadcast's pictures the extension could not take in time (dropped whole, before it saw them).
+    public var extensionFramesDropped: Int?
 
     public init(id: String, kind: Kind = .recording, state: State, clientPID: Int32, outputPath: String,
                 display: String, width: Int, height: Int, framesPerSecond: Int, elapsedSeconds: Double = 0,

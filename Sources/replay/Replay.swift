@@ -28,7 +28,7 @@ struct Replay: AsyncParsableCommand {
               replay privacy list           # apps you allowed to record themselves
             """,
         version: Daemon.version,
-        subcommands: [Record.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self])
+        subcommands: [Record.self, Broadcast.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self, Services.self])
 }
 
 // MARK: - talking to replayd

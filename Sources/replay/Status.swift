@@ -4,7 +4,7 @@ import Foundation
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show what is recording: file, elapsed time, frames, drops, microphone; the clip buffer and its memory; apps recording themselves.",
+        abstract: "Show what is recording: file, elapsed time, frames, drops, microphone; the broadcast (service, URL, service info); the clip buffer and its memory; apps recording themselves.",
         discussion: """
             When nothing is recording it prints "nothing is recording" and exits with status 0 \
             (with --json: {"state":"idle"}). It never starts replayd.
@@ -29,7 +29,8 @@ struct Status: AsyncParsableCommand {
             if !json {
                 for other in others { printOutput(Self.describeOther(other)) }
             }
-            guard let status = answer?.0 else {
+            // With nothing recording, the broadcast (if one runs) is what `--json` prints.
+            guard let status = answer?.0 ?? (json ? others.first { $0.kind == .broadcast } : nil) else {
                 if json || others.isEmpty { printOutput(json ? #"{"state":"idle"}"# : "nothing is recording") }
                 return
             }
@@ -45,6 +46,15 @@ struct Status: AsyncParsableCommand {
 
     /// One line for a clip buffer or an app's session.
     static func describeOther(_ s: SessionStatus) -> String {
+        if s.kind == .broadcast {
+            var lines = ["\(s.paused == true ? "broadcast paused" : s.state == .running ? "broadcasting" : s.state.rawValue) to \(s.service ?? "?"), display \(s.display), \(Format.duration(s.elapsedSeconds)) (session \(s.id))"]
+            lines.append("  broadcast URL: \(s.broadcastURL ?? "not given yet")")
+            if let info = s.serviceInfo, !info.isEmpty {
+                lines.append("  service info: " + info.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "))
+            }
+            if let dropped = s.extensionFramesDropped, dropped > 0 { lines.append("  \(dropped) pictures dropped (the extension was not ready)") }
+            return lines.joined(separator: "\n")
+        }
         if s.kind == .clip {
             return "clip buffer: keeping the last \(Format.duration(s.clipSeconds ?? 0)) of display \(s.display), holding \(Format.duration(s.bufferedSeconds ?? 0)) in \(Format.bytes(s.bytesWritten)) of memory (session \(s.id))"
         }

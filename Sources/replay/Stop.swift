@@ -3,7 +3,7 @@ import ReplayIPC
 
 struct Stop: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Stop the running recording and wait until its file is finished.",
+        abstract: "Stop the running recording and wait until its file is finished (or, when nothing records, the broadcast).",
         discussion: """
             Works from any terminal. Prints the path of the finished file. When nothing is \
             recording it says so on stderr and exits with status 0.
@@ -19,14 +19,23 @@ struct Stop: AsyncParsableCommand {
                 do {
                     return try await connection.request(.stopRecording).status
                 } catch let error as ReplayError where error.code == .noSession {
-                    return nil
+                    // No recording: the broadcast, if one runs.
+                    do {
+                        return try await connection.request(StopBroadcastRequest()).status
+                    } catch let error as ReplayError where error.code == .noSession || error.code == .badRequest {
+                        return nil
+                    }
                 }
             }
             guard let status = outcome ?? nil else {
-                printError("replay: nothing is recording.")
+                printError("replay: nothing is recording or broadcasting.")
                 return
             }
-            printOutput(status.outputPath)
+            if status.kind == .broadcast {
+                printError("replay: the broadcast to \(status.service ?? "?") ended after \(Format.duration(status.elapsedSeconds)).")
+            } else {
+                printOutput(status.outputPath)
+            }
             if let error = status.error { throw fail(error.message) }
         }
     }

@@ -66,6 +66,9 @@ struct Replayd: AsyncParsableCommand {
         #endif
         return .systemWindow
     }
+    @Option(name: .customLong("extension-memory-mb"),
+            help: ArgumentHelp("The memory a broadcast upload extension may use, in MB (its own dirtied pages, Private_Dirty; iOS gives 50); over it, its broadcast ends with an error saying so.", valueName: "MB"))
+    var extensionMemoryMegabytes = BroadcastHostLimits.defaultMemoryMegabytes
 
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: String = "info"
@@ -80,6 +83,7 @@ struct Replayd: AsyncParsableCommand {
             throw ValidationError("--picker-answer-for-tests is cancel, ID or ID,microphone, not \"\(answer)\".")
         }
         #endif
+        guard extensionMemoryMegabytes > 0 else { throw ValidationError("--extension-memory-mb must be a positive number of MB, not \(extensionMemoryMegabytes).") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("unknown --log-level \"\(logLevel)\": use trace, debug, info, notice, warning, error or critical.")
         }
@@ -107,7 +111,8 @@ struct Replayd: AsyncParsableCommand {
 
         let server = ControlServer(
             configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
-                                 consentPrompt: consentPrompt, servicePicker: servicePicker),
+                                 consentPrompt: consentPrompt, servicePicker: servicePicker,
+                                 extensionMemoryMegabytes: extensionMemoryMegabytes),
             logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],

@@ -73,9 +73,11 @@ struct ConsentTests {
         try Data([0x89, 0x50, 0x4e, 0x47]).write(to: URL(fileURLWithPath: data + "/icons/hicolor/128x128/apps/sketchpad.png"))
 
         let known = AppIdentity.identify(executable: "/usr/bin/sketchpad", dataDirectories: ["/nonexistent", data])
-        #expect(known == AppIdentity(executable: "/usr/bin/sketchpad", name: "Sketch Pad", iconPath: data + "/icons/hicolor/128x128/apps/sketchpad.png"))
+        #expect(known == AppIdentity(executable: "/usr/bin/sketchpad", name: "Sketch Pad", iconPath: data + "/icons/hicolor/128x128/apps/sketchpad.png",
+                                     identifier: "org.example.Sketch"), "a broadcast's annotation names it by its desktop entry")
         let unknown = AppIdentity.identify(executable: "/usr/local/bin/mystery", dataDirectories: [data])
         #expect(unknown == AppIdentity(executable: "/usr/local/bin/mystery", name: "mystery", iconPath: nil))
+        #expect(unknown.identifier == "mystery")
         // The running test itself, from the kernel's word.
         let me = try #require(AppIdentity.of(pid: getpid(), environment: ["XDG_DATA_DIRS": data]))
         #expect(me.executable == (try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))

@@ -97,6 +97,31 @@ extension SystemTests.AppSessionTests {
         }
     }
 
+    @Test func thePersonsBroadcastInterruptsTheApp() async throws {
+        try await TestEnvironment.with { environment in
+            // replayd reads the extensions of its own environment: $HOME/.local/share here.
+            let folder = try SystemTests.BroadcastTests.installSeed(in: environment.homeDirectory.appendingPathComponent(".local/share"))
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "wait-stopped=60"],
+                                            environment: environment.environment)
+            defer { Task { await app.terminate() } }
+            for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(app.currentOutput.contains("\"ok\":true"), "\(app.currentOutput)")
+            let broadcast = try environment.startReplay(["broadcast", "--service", SystemTests.BroadcastTests.seedID])
+            let result = try await app.waitForExit(timeout: .seconds(30))
+            let stopped = try App.line(App.lines(result.stdout), "wait-stopped=60")
+            #expect(App.code(stopped) == -5806, "interrupted: \(stopped)")
+            #expect(App.appRecordings(environment).isEmpty, "the app's recording was discarded")
+            try await SystemTests.BroadcastTests.waitFor("the broadcast's first picture") {
+                SystemTests.BroadcastTests.events(in: folder).contains { $0.hasPrefix("first picture") }
+            }
+            #expect(try await environment.replay(["stop"]).succeeded)
+            let ended = try await broadcast.waitForExit(timeout: .seconds(20))
+            #expect(ended.succeeded, "\(ended)")
+        }
+    }
+
     @Test func anAppThatDisconnectsLosesItsSessionAndItsFile() async throws {
         try await TestEnvironment.with { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")

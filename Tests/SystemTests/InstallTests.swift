@@ -25,6 +25,9 @@ extension SystemTests {
             "share/bash-completion/completions/replay", "share/zsh/site-functions/_replay",
             "share/fish/vendor_completions.d/replay.fish",
             "lib/libopenreplaykit.so", "include/openreplaykit.h", "lib/pkgconfig/openreplaykit.pc",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/manifest.json",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/icon.png",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/replay-extension-rtmp",
         ]
 
         @Test("make install DESTDIR=…: every file in place and working; make uninstall removes them", .timeLimit(.minutes(20)))

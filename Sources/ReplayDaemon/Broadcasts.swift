@@ -1,0 +1,446 @@
+import ReplayIPC
+import ReplayEngine
+import ReplayCapture
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The person's broadcast and the upload extension that carries it (docs/PROTOCOL.md, "Broadcasts").
+///
+/// replayd alone starts the extension: one process, as the user, with a clean environment (no
+/// variable of replayd's but the user's folders and the socket), its output appended to
+/// `extension-ID.log` in replayd's folder. The extension attaches over the control socket (its
+/// pid, by `SO_PEERCRED`, must be the one replayd started), fetches the frame ring once
+/// (`RingHandover`), and from then on hears pause, resume, finish and annotations as events and
+/// says its URL, service info or failure as requests. replayd watches it twice a second: its
+/// memory footprint (`Private_Dirty`, see `residentMegabytes`) over the limit, no heartbeat for `BroadcastHostLimits.hangTimeout`, or an exit before the end
+/// each end the broadcast with an error that says which; replayd and other sessions go on.
+struct BroadcastHost {
+    var manifest: ExtensionManifest
+    var sessionID: String
+    var setupInfo: [String: String]
+    var pid: Int32
+    var connection: UInt64?
+    var attached = false
+    var attachWaiters: [CheckedContinuation<Result<Void, ReplayError>, Never>] = []
+    var lastHeartbeat = ContinuousClock.now
+    var broadcastURL: String?
+    var serviceInfo: [String: String]?
+    var paused = false
+    var exited = false
+    var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The first reason the broadcast ended in error.
+    var failure: ReplayError?
+    var finishSent = false
+    var sessionOver = false
+    var monitor: Task<Void, Never>?
+    var focus: FocusWatcher?
+    /// The last focused pid annotated (nil: none yet).
+    var annotatedPID: Int32?
+    /// Pictures the extension was not ready for, as last read from the ring (kept for the final status).
+    var framesDropped = 0
+}
+
+extension SessionSlot {
+    /// The person's broadcast: one at a time.
+    package static let broadcast = SessionSlot(kind: .broadcast)
+}
+
+extension RecordingSessions {
+    nonisolated func registerBroadcastMethods(in router: inout ControlRouter) {
+        router.on(StartBroadcastRequest.self) { [self] request, context throws(ReplayError) in
+            try await SessionAnswer(status: startBroadcast(request.options, clientPID: context.peer.pid, connection: context.connection).get())
+        }
+        router.on(StopBroadcastRequest.self) { [self] _, _ throws(ReplayError) in
+            try await SessionAnswer(status: stopBroadcast().get())
+        }
+        router.on(PauseBroadcastRequest.self) { [self] _, _ throws(ReplayError) in
+            try await SessionAnswer(status: pauseBroadcast(true).get())
+        }
+        router.on(ResumeBroadcastRequest.self) { [self] _, _ throws(ReplayError) in
+            try await SessionAnswer(status: pauseBroadcast(false).get())
+        }
+        router.on(ExtensionAttachRequest.self) { [self] _, context throws(ReplayError) in
+            try await attachExtension(pid: context.peer.pid, connection: context.connection).get()
+        }
+        router.on(ExtensionHeartbeatRequest.self) { [self] _, context throws(ReplayError) in
+            try await extensionSaid(.heartbeat, pid: context.peer.pid).get()
+            return EmptyAnswer()
+        }
+        router.on(ExtensionBroadcastURLRequest.self) { [self] request, context throws(ReplayError) in
+            try await extensionSaid(.broadcastURL(request.url), pid: context.peer.pid).get()
+            return EmptyAnswer()
+        }
+        router.on(ExtensionServiceInfoRequest.self) { [self] request, context throws(ReplayError) in
+            try await extensionSaid(.serviceInfo(request.info), pid: context.peer.pid).get()
+            return EmptyAnswer()
+        }
+        router.on(ExtensionFinishRequest.self) { [self] request, context throws(ReplayError) in
+            try await extensionSaid(.finish(request), pid: context.peer.pid).get()
+            return EmptyAnswer()
+        }
+    }
+
+    // MARK: the person's requests
+
+    func startBroadcast(_ options: BroadcastOptions, clientPID: Int32, connection: UInt64) async -> Result<SessionStatus?, ReplayError> {
+        guard !isShuttingDown else {
+            return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
+        }
+        if let running = slots[.broadcast]?.machine.current {
+            return .failure(ReplayError(.sessionActive, "a broadcast is already running (session \(running.id), to \(broadcastHost?.manifest.displayName ?? "?")): stop it with `replay stop` first."))
+        }
+        if broadcastHost != nil {
+            return .failure(ReplayError(.sessionActive, "the last broadcast's extension is still finishing: try again in a few seconds."))
+        }
+        let catalog = ExtensionCatalog.load(environment: ProcessInfo.processInfo.environment, executablePath: ExtensionCatalog.currentExecutable())
+        for problem in catalog.problems { logger.warning("extension \(problem)") }
+        var options = options
+        if options.service == nil {
+            // Without a service the person picks one in the picker window (`replay-ui picker`), with the
+            // microphone switch as the command asked it.
+            let offered = catalog.services.map { SystemWindows.PickerService(identifier: $0.identifier, displayName: $0.displayName, iconPath: $0.icon) }
+            let choice: SystemWindows.PickerChoice?
+            do throws(ReplayError) {
+                choice = try await servicePicker.pick(offered, microphone: options.microphone, display: options.display, paths: paths)
+            } catch {
+                return .failure(error)
+            }
+            guard let choice else {
+                return .failure(ReplayError(.userDeclined, "the person cancelled the broadcast in the picker."))
+            }
+            options.service = choice.identifier
+            options.microphone = choice.microphone
+            // The picker took time: another broadcast may have begun meanwhile.
+            if let running = slots[.broadcast]?.machine.current {
+                return .failure(ReplayError(.sessionActive, "a broadcast started while the picker was open (session \(running.id)): stop it with `replay stop` first."))
+            }
+        }
+        let serviceID = options.service ?? ""
+        guard let manifest = catalog.service(serviceID) else {
+            let known = catalog.services.map(\.identifier)
+            return .failure(ReplayError(.unknownService, "no broadcast service \"\(serviceID)\" is installed: "
+                + (known.isEmpty ? "none is (see docs/WRITING-AN-EXTENSION.md)." : "choose one of \(known.joined(separator: ", ")) (`replay services` lists them).")))
+        }
+        var setupInfo = options.setupInfo
+        if let title = options.title { setupInfo["title"] = title }
+        let recordingOptions = RecordingOptions(outputPath: paths.directory, microphone: options.microphone, systemAudio: options.systemAudio,
+                                                audioRequired: options.microphone, display: options.display, framesPerSecond: options.framesPerSecond)
+        do throws(ReplayError) { try recordingOptions.validate() } catch { return .failure(error) }
+        // A system broadcast takes over, as a system recording does.
+        await interruptAppSessions(by: "broadcasting")
+        let started = await startSession(in: .broadcast, options: recordingOptions, configuration: EngineConfiguration(recordingOptions),
+                                         output: .ring, clientPID: clientPID, connection: connection)
+        guard case .success(_) = started, let session = slots[.broadcast]?.machine.current else { return started }
+
+        let pid: Int32
+        do throws(ReplayError) {
+            pid = try launchExtension(manifest)
+        } catch {
+            slots[.broadcast]?.discardReason = error
+            _ = await stop(.broadcast)
+            return .failure(error)
+        }
+        logger.info("broadcast extension started", metadata: ["extension": "\(manifest.identifier)", "pid": "\(pid)", "session": "\(session.id)"])
+        broadcastHost = BroadcastHost(manifest: manifest, sessionID: session.id, setupInfo: setupInfo, pid: pid)
+        broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
+
+        // It must come for its samples.
+        let attachTimeout = Task {
+            try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
+            await self.attachTimedOut(pid: pid)
+        }
+        let attached = await withCheckedContinuation { continuation in
+            if broadcastHost?.pid == pid, broadcastHost?.attached == false, broadcastHost?.failure == nil {
+                broadcastHost?.attachWaiters.append(continuation)
+            } else {
+                continuation.resume(returning: broadcastHost?.failure.map { .failure($0) } ?? .success(()))
+            }
+        }
+        attachTimeout.cancel()
+        if case .failure(let error) = attached {
+            await failBroadcast(error, kill: true)
+            return .failure(error)
+        }
+        guard slots[.broadcast]?.machine.current?.id == session.id else {
+            return .failure(broadcastHost?.failure ?? ReplayError(.extensionFailed, "the broadcast ended as it started."))
+        }
+        do throws(XDisplayError) {
+            broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self] focusedPID in
+                Task { await self?.focusChanged(to: focusedPID, sessionID: session.id) }
+            }
+        } catch {
+            logger.warning("no application annotations: \(error.message)")
+        }
+        return .success(status(of: .broadcast))
+    }
+
+    func stopBroadcast() async -> Result<SessionStatus?, ReplayError> {
+        guard slots[.broadcast]?.machine.isIdle == false else {
+            return .failure(ReplayError(.noSession, "no broadcast is running."))
+        }
+        sendFinished()
+        let result = await stop(.broadcast)
+        await extensionGone()
+        return result
+    }
+
+    func pauseBroadcast(_ on: Bool) -> Result<SessionStatus?, ReplayError> {
+        guard slots[.broadcast]?.machine.current != nil, let ring = slots[.broadcast]?.ring, broadcastHost != nil else {
+            return .failure(ReplayError(.noSession, "no broadcast is running."))
+        }
+        if broadcastHost?.paused != on {
+            broadcastHost?.paused = on
+            ring.setPaused(on)
+            tellExtension(BroadcastControlEvent(action: on ? .paused : .resumed))
+            logger.info(on ? "broadcast paused" : "broadcast resumed")
+        }
+        return .success(status(of: .broadcast))
+    }
+
+    // MARK: the extension's requests
+
+    func attachExtension(pid: Int32, connection: UInt64) -> Result<ExtensionAttachAnswer, ReplayError> {
+        guard let host = broadcastHost, host.pid == pid, !host.attached, host.failure == nil else {
+            return .failure(ReplayError(.permissionDenied, "only the extension replayd started for the running broadcast may attach to it (pid \(pid) is not it)."))
+        }
+        guard let ring = slots[.broadcast]?.ring else { return .failure(ReplayError(.noSession, "the broadcast ended as it started.")) }
+        let path = paths.directory + "/ring-ext-\(pid)-\(UUID().uuidString.prefix(8)).sock"
+        let name = host.manifest.displayName
+        do throws(ReplayError) {
+            try RingHandover.offer(ring.descriptors, to: pid, at: path, keepAlive: ring) { [weak self] result in
+                if case .failure(let error) = result {
+                    Task { await self?.failBroadcast(ReplayError(.extensionFailed, "\(name) did not take its samples: \(error.message)"), kill: true) }
+                }
+            }
+        } catch {
+            return .failure(error)
+        }
+        broadcastHost?.attached = true
+        broadcastHost?.connection = connection
+        broadcastHost?.lastHeartbeat = .now
+        let waiters = broadcastHost?.attachWaiters ?? []
+        broadcastHost?.attachWaiters = []
+        for waiter in waiters { waiter.resume(returning: .success(())) }
+        return .success(ExtensionAttachAnswer(identifier: host.manifest.identifier, sessionID: host.sessionID, setupInfo: host.setupInfo,
+                                              ringSocket: path, heartbeatSeconds: Double(BroadcastHostLimits.heartbeatInterval.components.seconds)))
+    }
+
+    enum ExtensionMessage: Sendable {
+        case heartbeat
+        case broadcastURL(String)
+        case serviceInfo([String: String])
+        case finish(ExtensionFinishRequest)
+    }
+
+    /// What the running broadcast's attached extension (and only it: `pid`) says.
+    func extensionSaid(_ message: ExtensionMessage, pid: Int32) -> Result<Void, ReplayError> {
+        guard let host = broadcastHost, host.pid == pid, host.attached else {
+            return .failure(ReplayError(.permissionDenied, "pid \(pid) is not the running broadcast's extension."))
+        }
+        switch message {
+        case .heartbeat:
+            broadcastHost?.lastHeartbeat = .now
+        case .broadcastURL(let url):
+            broadcastHost?.broadcastURL = url
+            publishBroadcastUpdate()
+        case .serviceInfo(let info):
+            broadcastHost?.serviceInfo = info
+            publishBroadcastUpdate()
+        case .finish(let request):
+            let code = request.code.map { " (\(request.domain ?? "error") \($0))" } ?? ""
+            let error = ReplayError(.extensionFailed, "\(host.manifest.displayName) ended the broadcast: \(request.message)\(code).")
+            Task { await self.failBroadcast(error, kill: false) }
+        }
+        return .success(())
+    }
+
+    func publishBroadcastUpdate() {
+        guard let host = broadcastHost else { return }
+        if let url = host.broadcastURL { logger.info("broadcast URL", metadata: ["url": "\(url)"]) }
+        broadcast(BroadcastUpdatedEvent(broadcastURL: host.broadcastURL, serviceInfo: host.serviceInfo),
+                  to: slots[.broadcast]?.subscribers ?? [])
+    }
+
+    // MARK: ending
+
+    /// Ends the broadcast with `error` (the first reason wins), killing the extension when it cannot be trusted to leave.
+    func failBroadcast(_ error: ReplayError, kill killIt: Bool) async {
+        guard let host = broadcastHost, host.failure == nil else { return }
+        broadcastHost?.failure = error
+        logger.error("the broadcast ends: \(error.message)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(host.pid)"])
+        if killIt, !host.exited { kill(host.pid, SIGKILL) }
+        let waiters = host.attachWaiters
+        broadcastHost?.attachWaiters = []
+        for waiter in waiters { waiter.resume(returning: .failure(error)) }
+        guard slots[.broadcast]?.machine.current?.id == host.sessionID else { return }
+        slots[.broadcast]?.discardReason = error
+        _ = await stopBroadcast()
+    }
+
+    /// The session is over (stopped, failed, or its engine ended): the extension hears it, and
+    /// is killed if it has not left `finishGrace` later.
+    func broadcastSessionEnded() {
+        guard let host = broadcastHost else { return }
+        sendFinished()
+        host.focus?.stop()
+        broadcastHost?.focus = nil
+        broadcastHost?.sessionOver = true
+        if host.exited {
+            forgetBroadcastHost()
+            return
+        }
+        let pid = host.pid
+        Task {
+            try? await Task.sleep(for: BroadcastHostLimits.finishGrace)
+            self.killIfStill(pid: pid)
+        }
+    }
+
+    private func killIfStill(pid: Int32) {
+        guard let host = broadcastHost, host.pid == pid, !host.exited else { return }
+        logger.warning("the extension did not leave after broadcastFinished: killing it", metadata: ["pid": "\(pid)"])
+        kill(pid, SIGKILL)
+    }
+
+    private func sendFinished() {
+        guard broadcastHost?.finishSent == false else { return }
+        broadcastHost?.finishSent = true
+        tellExtension(BroadcastControlEvent(action: .finished))
+    }
+
+    /// Waits until the extension's process has left.
+    private func extensionGone() async {
+        guard let host = broadcastHost, !host.exited else { return }
+        await withCheckedContinuation { broadcastHost?.exitWaiters.append($0) }
+    }
+
+    private func forgetBroadcastHost() {
+        broadcastHost?.monitor?.cancel()
+        broadcastHost?.focus?.stop()
+        broadcastHost = nil
+    }
+
+    /// The extension's process left, with waitpid's `status`.
+    func extensionExited(pid: Int32, status: Int32) async {
+        guard let host = broadcastHost, host.pid == pid else { return }
+        broadcastHost?.exited = true
+        let waiters = host.exitWaiters
+        broadcastHost?.exitWaiters = []
+        let signalled = status & 0x7f
+        let how = signalled != 0 ? "was killed by signal \(signalled) (\(String(cString: strsignal(signalled))))" : "left with status \((status >> 8) & 0xff)"
+        logger.info("the broadcast extension \(how)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(pid)"])
+        if !host.finishSent, host.failure == nil {
+            await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) (\(host.manifest.identifier)) \(signalled != 0 ? "crashed: it " : "")\(how) during the broadcast. Its output is in \(logPath(of: host.manifest))."),
+                                kill: false)
+        }
+        for waiter in waiters { waiter.resume() }
+        if broadcastHost?.pid == pid, broadcastHost?.sessionOver == true { forgetBroadcastHost() }
+    }
+
+    private func attachTimedOut(pid: Int32) async {
+        guard let host = broadcastHost, host.pid == pid, !host.attached else { return }
+        await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) did not connect to replayd within \(BroadcastHostLimits.attachTimeout): is it an OpenReplayKit extension (RPBroadcastExtensionMain)? Its output is in \(logPath(of: host.manifest))."),
+                            kill: true)
+    }
+
+    // MARK: watching
+
+    /// Twice a second: memory over the limit, or no heartbeat for too long, ends the broadcast.
+    private func watchExtension(pid: Int32) async {
+        let limit = extensionMemoryMegabytes
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(500))
+            guard let host = broadcastHost, host.pid == pid, !host.exited, host.failure == nil else { return }
+            if let counters = slots[.broadcast]?.ring?.counters { broadcastHost?.framesDropped = Int(counters.framesDropped) }
+            if let resident = Self.residentMegabytes(of: pid), resident > Double(limit) {
+                let figure = String(format: "%.1f", resident)
+                await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) used \(figure) MB of memory, over its limit of \(limit) MB (replayd --extension-memory-mb): it was stopped."),
+                                    kill: true)
+                return
+            }
+            if host.attached, !host.finishSent, ContinuousClock.now - host.lastHeartbeat > BroadcastHostLimits.hangTimeout {
+                await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) stopped answering (no heartbeat for \(BroadcastHostLimits.hangTimeout)): it hangs, and was stopped."),
+                                    kill: true)
+                return
+            }
+        }
+    }
+
+    /// The extension's memory footprint in MB, as iOS counts it against an extension's limit: pages
+    /// it dirtied that are its own (`Private_Dirty` of `/proc/PID/smaps_rollup`: its heap, stacks,
+    /// written data), not the clean pages of shared libraries every program maps, nor the frame ring
+    /// (shared memory, replayd's). `RssAnon` of `/proc/PID/status` where smaps_rollup is missing.
+    static func residentMegabytes(of pid: Int32) -> Double? {
+        func kilobytes(in file: String, field: String) -> Int? {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
+            for line in text.split(separator: "\n") where line.hasPrefix(field) {
+                return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }
+            }
+            return nil
+        }
+        let value = kilobytes(in: "/proc/\(pid)/smaps_rollup", field: "Private_Dirty:") ?? kilobytes(in: "/proc/\(pid)/status", field: "RssAnon:")
+        return value.map { Double($0) / 1024 }
+    }
+
+    private func focusChanged(to pid: Int32?, sessionID: String) {
+        guard let pid, let host = broadcastHost, host.sessionID == sessionID, host.attached, !host.finishSent, host.annotatedPID != pid,
+              let identity = AppIdentity.of(pid: pid) else { return }
+        broadcastHost?.annotatedPID = pid
+        logger.info("the focused application changed", metadata: ["app": "\(identity.identifier)", "pid": "\(pid)"])
+        tellExtension(BroadcastAnnotatedEvent(bundleIdentifier: identity.identifier, name: identity.name, iconPath: identity.iconPath))
+    }
+
+    private func tellExtension(_ event: some ControlEventBody) {
+        guard let connection = broadcastHost?.connection else { return }
+        broadcast(event, to: [connection])
+    }
+
+    // MARK: launching
+
+    private func logPath(of manifest: ExtensionManifest) -> String {
+        paths.directory + "/extension-\(manifest.identifier).log"
+    }
+
+    /// Starts the extension's program as this user, in a process group of its own, with only the
+    /// user's folders and replayd's socket in its environment; reaps it on a thread of its own.
+    private func launchExtension(_ manifest: ExtensionManifest) throws(ReplayError) -> Int32 {
+        let ours = ProcessInfo.processInfo.environment
+        var environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "ORK_REPLAYD_SOCKET": paths.socket,
+                           "ORK_EXTENSION_IDENTIFIER": manifest.identifier]
+        for key in ["HOME", "USER", "LOGNAME", "LANG", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"] {
+            if let value = ours[key] { environment[key] = value }
+        }
+        if let folder = manifest.folder { environment["ORK_EXTENSION_FOLDER"] = folder }
+        let log = logPath(of: manifest)
+        let pid: Int32
+        do throws(ReplayError) {
+            pid = try Spawn.start(manifest.executable, environment: environment, standardOutput: .file(log, append: true),
+                                  standardError: .standardOutput, group: .newProcessGroup)
+        } catch {
+            throw ReplayError(.extensionFailed, "cannot start the extension \(manifest.identifier): \(error.message)")
+        }
+        let thread = Thread { [weak self] in
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let final = status
+            Task { await self?.extensionExited(pid: pid, status: final) }
+        }
+        thread.name = "extension-reaper"
+        thread.start()
+        return pid
+    }
+
+    /// The broadcast's own fields of its status.
+    func addBroadcastFields(to status: inout SessionStatus) {
+        guard let host = broadcastHost, host.sessionID == status.id else {
+            return
+        }
+        status.service = host.manifest.identifier
+        status.broadcastURL = host.broadcastURL
+        status.serviceInfo = host.serviceInfo
+        status.paused = host.paused
+        status.extensionFramesDropped = slots[.broadcast]?.ring.map { Int($0.counters.framesDropped) } ?? host.framesDropped
+    }
+}

@@ -1,0 +1,3 @@
+import OpenReplayKit
+
+RPBroadcastExtensionMain(SampleHandler.self)

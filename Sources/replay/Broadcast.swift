@@ -1,0 +1,167 @@
+import ArgumentParser
+import ReplayIPC
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Broadcast: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Broadcast the screen (and its sound, and the microphone with --mic) live through a broadcast service.",
+        discussion: """
+            A broadcast service is an upload extension (`replay services` lists them): replayd \
+            starts it, hands it the screen's pictures and sound, and it encodes and uploads them. \
+            The broadcast runs until `replay stop`, Ctrl-C, SIGTERM, or the extension ends it; \
+            the broadcast URL is printed on stdout as soon as the service gives one, and when the \
+            broadcast ends in an error its reason is printed on stderr and the exit status is 1. \
+            The extension is told which application has the focus each time it changes. \
+            `replay broadcast pause` and `replay broadcast resume` (from another terminal) pause it.
+
+            Without --service, replayd shows the picker: a window listing the installed services \
+            with a microphone switch (arrow keys and Return choose, Escape cancels).
+
+            --setup passes the service's settings where no setup window is wanted (scripts, \
+            tests): each KEY=VALUE arrives in broadcastStarted(withSetupInfo:) as a string.
+
+            Examples:
+              replay broadcast --service org.openreplaykit.rtmp --setup url=rtmp://localhost/live --setup key=stream1
+              replay broadcast --service org.openreplaykit.rtmp --mic --title "Friday build"
+              replay status                 # the service, URL and service info
+              replay stop
+            """,
+        subcommands: [Start.self, Pause.self, Resume.self],
+        defaultSubcommand: Start.self)
+
+    struct Start: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "start", abstract: "Start a broadcast (the default).")
+
+        @Option(help: ArgumentHelp("The service's identifier (see `replay services`). Without it, the picker window asks.", valueName: "id"))
+        var service: String?
+
+        @Flag(help: "Also send the microphone (the default PulseAudio source).")
+        var mic = false
+
+        @Option(help: ArgumentHelp("The broadcast's title (given to the service as setup info `title`).", valueName: "text"))
+        var title: String?
+
+        @Option(name: .customLong("setup"), parsing: .singleValue,
+                help: ArgumentHelp("A setting for the service, KEY=VALUE (repeat for several).", valueName: "KEY=VALUE"))
+        var setup: [String] = []
+
+        @Option(help: ArgumentHelp("The X display to broadcast, such as :0. Default: $DISPLAY.", valueName: "name"))
+        var display: String?
+
+        @Option(parsing: .unconditional, help: ArgumentHelp("Frames per second, 1 to 120.", valueName: "N"))
+        var fps: Int = 30
+
+        var resolvedDisplay: String? {
+            if let display, !display.isEmpty { return display }
+            if let env = ProcessInfo.processInfo.environment["DISPLAY"], !env.isEmpty { return env }
+            return nil
+        }
+
+        var setupInfo: [String: String] {
+            var info: [String: String] = [:]
+            for pair in setup {
+                guard let equals = pair.firstIndex(of: "=") else { continue }
+                info[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+            }
+            return info
+        }
+
+        func validate() throws {
+            for pair in setup {
+                guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                    throw ValidationError("--setup \"\(pair)\" is not KEY=VALUE: write for example --setup url=rtmp://localhost/live.")
+                }
+            }
+            do throws(ReplayError) {
+                try RecordingOptions.check(framesPerSecond: fps, durationSeconds: nil, region: nil, display: resolvedDisplay)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                let options = BroadcastOptions(service: service, display: resolvedDisplay!, microphone: mic, framesPerSecond: fps,
+                                               title: title, setupInfo: setupInfo)
+                let signals = SignalEvents([SIGINT, SIGTERM, SIGHUP])
+                let outcome = try await Daemon.withConnection(start: true) { connection in
+                    try await broadcast(options, connection: connection, signals: signals)
+                }
+                withExtendedLifetime(signals) {}
+                if let error = outcome ?? nil { throw fail(error.message) }
+            }
+        }
+
+        private func broadcast(_ options: BroadcastOptions, connection: ControlConnection, signals: SignalEvents) async throws -> ReplayError? {
+            let started = try await connection.request(StartBroadcastRequest(options: options)).status
+            for warning in started?.warnings ?? [] { printError("replay: warning: \(warning)") }
+            printError("replay: broadcasting to \(started?.service ?? options.service ?? "?") (replay stop ends it)")
+            let signalStream = signals.stream
+            return await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var count = 0
+                    for await signal in signalStream {
+                        count += 1
+                        if count == 1 {
+                            printError("replay: finishing the broadcast (\(SignalEvents.name(signal)))…")
+                            _ = try? await connection.request(StopBroadcastRequest())
+                        } else {
+                            Glibc.exit(130)
+                        }
+                    }
+                }
+                var printedURL = started?.broadcastURL
+                if let printedURL { printOutput(printedURL) }
+                var lastInfo = started?.serviceInfo
+                var result: ReplayError? = ReplayError(.daemonUnavailable,
+                    "replayd stopped during the broadcast (its log: \(ControlPaths.forCurrentUser().logFile)).")
+                for await event in connection.events {
+                    if let update = event.decode(BroadcastUpdatedEvent.self) {
+                        if let url = update.broadcastURL, url != printedURL {
+                            printedURL = url
+                            printOutput(url)
+                        }
+                        if let info = update.serviceInfo, info != lastInfo {
+                            lastInfo = info
+                            printError("replay: service: " + info.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "))
+                        }
+                    } else if let ended = event.decode(SessionEndedEvent.self), ended.status.kind == .broadcast {
+                        result = ended.error
+                        if let dropped = ended.status.extensionFramesDropped, dropped > 0 {
+                            printError("replay: \(dropped) pictures were dropped because the extension was not ready for them.")
+                        }
+                        break
+                    } else if let goodbye = event.decode(GoodbyeEvent.self) {
+                        result = goodbye.error
+                        break
+                    }
+                }
+                group.cancelAll()
+                return result
+            }
+        }
+    }
+
+    struct Pause: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Pause the running broadcast (the service gets nothing until resume).")
+        func run() async throws {
+            try await reportingErrors {
+                let answered: SessionStatus?? = try await Daemon.withConnection(start: false) { try await $0.request(PauseBroadcastRequest()).status }
+                if answered == nil { throw fail("no broadcast is running.") }
+            }
+        }
+    }
+
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resume the paused broadcast.")
+        func run() async throws {
+            try await reportingErrors {
+                let answered: SessionStatus?? = try await Daemon.withConnection(start: false) { try await $0.request(ResumeBroadcastRequest()).status }
+                if answered == nil { throw fail("no broadcast is running.") }
+            }
+        }
+    }
+}

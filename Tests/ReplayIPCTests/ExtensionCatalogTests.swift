@@ -1,0 +1,90 @@
+import Foundation
+import ReplayIPC
+import ReplayTesting
+import Testing
+
+/// The extension catalog over real folders: what a manifest must hold, which folder wins, and that
+/// a broken manifest is skipped with its file and field named.
+@Suite("Extension catalog")
+struct ExtensionCatalogTests {
+    /// Writes `ID.orkextension/` with `manifest` (and an executable and icon) under `root`.
+    static func write(_ id: String, _ manifest: String, in root: URL, executable: Bool = true, icon: Bool = true) throws {
+        let folder = root.appendingPathComponent("openreplaykit/extensions/\(id).orkextension")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(manifest.utf8).write(to: folder.appendingPathComponent("manifest.json"))
+        if executable {
+            let program = folder.appendingPathComponent("upload")
+            try Data("#!/bin/sh\n".utf8).write(to: program)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: program.path)
+        }
+        if icon { try Data([0x89, 0x50, 0x4E, 0x47]).write(to: folder.appendingPathComponent("icon.png")) }
+    }
+
+    static func manifest(_ id: String, kind: String = "broadcast-upload", extra: String = "") -> String {
+        #"{"identifier": "\#(id)", "displayName": "Name of \#(id)", "icon": "icon.png", "kind": "\#(kind)", "executable": "upload"\#(extra)}"#
+    }
+
+    @Test("A good manifest is read, with absolute paths; the user's folder wins over the system's")
+    func readsAndOrders() throws {
+        let root = try makeTemporaryDirectory(prefix: "ork-catalog")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let user = root.appendingPathComponent("user"), system = root.appendingPathComponent("system")
+        try Self.write("org.example.a", Self.manifest("org.example.a", extra: #", "setupExtension": "org.example.a.setup", "appGroup": "org.example""#), in: user)
+        try Self.write("org.example.a", Self.manifest("org.example.a").replacingOccurrences(of: "Name of", with: "System"), in: system)
+        try Self.write("org.example.b", Self.manifest("org.example.b", kind: "broadcast-setup"), in: system)
+        let catalog = ExtensionCatalog.load(environment: ["XDG_DATA_HOME": user.path, "XDG_DATA_DIRS": system.path], executablePath: nil)
+        #expect(catalog.problems.isEmpty, "\(catalog.problems)")
+        #expect(catalog.extensions.map(\.identifier) == ["org.example.a", "org.example.b"])
+        let a = try #require(catalog.service("org.example.a"))
+        #expect(a.displayName == "Name of org.example.a")
+        #expect(a.setupExtension == "org.example.a.setup" && a.appGroup == "org.example")
+        #expect(a.executable.hasPrefix(user.path) && a.executable.hasSuffix("org.example.a.orkextension/upload"))
+        #expect(a.icon?.hasSuffix("/icon.png") == true)
+        // A setup extension is not a service.
+        #expect(catalog.services.map(\.identifier) == ["org.example.a"])
+    }
+
+    @Test("A broken manifest is skipped, naming its file and the field", arguments: [
+        ("not json", "manifest.json"),
+        (#"{"displayName": "x", "kind": "broadcast-upload", "executable": "upload"}"#, "identifier"),
+        (#"{"identifier": "nodots", "displayName": "x", "kind": "broadcast-upload", "executable": "upload"}"#, "identifier"),
+        (#"{"identifier": "org.example.c", "displayName": "", "kind": "broadcast-upload", "executable": "upload"}"#, "displayName"),
+        (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-download", "executable": "upload"}"#, "kind"),
+        (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-upload", "executable": "missing"}"#, "executable"),
+        (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-upload", "executable": "/bin/sh"}"#, "executable"),
+        (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-upload", "executable": "upload", "icon": "none.png"}"#, "icon"),
+        (#"{"identifier": "org.example.other", "displayName": "x", "kind": "broadcast-upload", "executable": "upload"}"#, "identifier"),
+    ])
+    func skipsBroken(_ manifest: String, _ field: String) throws {
+        let root = try makeTemporaryDirectory(prefix: "ork-catalog")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try Self.write("org.example.c", manifest, in: root)
+        try Self.write("org.example.good", Self.manifest("org.example.good"), in: root)
+        let catalog = ExtensionCatalog.load(environment: ["XDG_DATA_HOME": root.path, "XDG_DATA_DIRS": "/nonexistent"], executablePath: nil)
+        #expect(catalog.services.map(\.identifier) == ["org.example.good"])
+        let problem = try #require(catalog.problems.first)
+        #expect(problem.file.hasSuffix("org.example.c.orkextension/manifest.json"))
+        #expect(problem.field == field, "\(problem)")
+        #expect(problem.description.contains(problem.file) && problem.description.contains(field))
+    }
+
+    @Test("The shipped extensions are found beside the running program, after the installed ones")
+    func shippedBesideExecutable() throws {
+        let root = try makeTemporaryDirectory(prefix: "ork-catalog")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bin = root.appendingPathComponent("build")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let product = bin.appendingPathComponent("replay-extension-rtmp")
+        try Data("#!/bin/sh\n".utf8).write(to: product)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: product.path)
+        let environment = ["XDG_DATA_HOME": root.appendingPathComponent("none").path, "XDG_DATA_DIRS": "/nonexistent"]
+        let built = ExtensionCatalog.load(environment: environment, executablePath: bin.appendingPathComponent("replay").path)
+        #expect(built.service("org.openreplaykit.rtmp")?.executable == product.path)
+        // Installed under PREFIX/share (PREFIX being the program's folder's parent): that one wins.
+        let prefixShare = root
+        try Self.write("org.openreplaykit.rtmp", Self.manifest("org.openreplaykit.rtmp"), in: prefixShare.appendingPathComponent("share"))
+        let installed = ExtensionCatalog.load(environment: environment, executablePath: bin.appendingPathComponent("replay").path)
+        #expect(installed.service("org.openreplaykit.rtmp")?.executable.hasSuffix("org.openreplaykit.rtmp.orkextension/upload") == true)
+        #expect(installed.services.count == 1)
+    }
+}
