@@ -22,6 +22,8 @@ let package = Package(
         // For apps: ReplayKit's names (RPScreenRecorder…) over replayd.
         .executable(name: "replay-ring", targets: ["replay-ring"]),
         .library(name: "OpenReplayKit", targets: ["OpenReplayKit"]),
+        // The example app: GTK 4, drawing with a tone per stroke, recording, capturing and protecting itself.
+        .executable(name: "sketchpad", targets: ["sketchpad"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -101,6 +103,11 @@ let package = Package(
 
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
         .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB"], swiftSettings: swiftSettings),
+
+        // MARK: Examples: apps written against OpenReplayKit as an app developer would.
+        .executableTarget(name: "sketchpad",
+                          dependencies: ["OpenReplayKit", "ReplayGtk", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          path: "Examples/SketchPad", swiftSettings: swiftSettings),
 
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,
