@@ -52,23 +52,23 @@ app() {  # app OUT STEPS...: runs replay-testapp in the background, answering a 
   "$BIN/replay-testapp" "${@:2}" >"$1" 2>"$1.err" &
   APP=$!
 }
-answer_prompts() {  # while the app runs: Return on any consent prompt (the first start only)
-  while kill -0 "$APP" 2>/dev/null; do
+# The person, for the whole run: Return on any consent prompt (the app's first start; again if
+# the 8-minute answer runs out).
+( while true; do
     w=$(xdotool search --onlyvisible --classname openreplaykit-consent 2>/dev/null | head -n 1 || true)
     if [ -n "$w" ]; then sleep 0.3; xdotool mousemove --window "$w" --sync 30 30 key Return; sleep 1; fi
     sleep 0.2
-  done
-}
+  done ) &
+PIDS+=($!)
 wait_step() {  # wait_step OUT STEP: until the app printed STEP's line
   for _ in $(seq 600); do grep -q "\"step\":\"$2\"" "$1" && return 0; kill -0 "$APP" 2>/dev/null || break; sleep 0.05; done
   grep -q "\"step\":\"$2\"" "$1"
 }
-field() { python3 -c 'import json,sys; print(next(json.loads(l) for l in open(sys.argv[1]) if json.loads(l).get("step","").startswith(sys.argv[2])).get(sys.argv[3], ""))' "$@"; }
+field() { python3 -c 'import json,sys; print(next(json.loads(l) for l in open(sys.argv[1]) if json.loads(l).get("step","").startswith(sys.argv[2] + "=")).get(sys.argv[3], ""))' "$@"; }
 
 echo "== In-app (issue 13): an app capturing and recording itself through replayd, 1920x1080@30, ${SECS} s each, display $DISPLAY"
 # The consent, once (Allow): a first start and discard.
 app "$WORK/consent.json" "$(child 1)" start discard
-answer_prompts
 wait "$APP" || true
 grep -q '"ok":true' "$WORK/consent.json" || { echo "app bench: the app was not allowed to record: $(cat "$WORK/consent.json" "$WORK/consent.json.err")"; exit 1; }
 
@@ -128,10 +128,9 @@ awk -v s="$SECS" -v runs="$cpu" -v frames="$frames" 'BEGIN {
 pairs=""
 for i in $(seq "$RUNS"); do
   app "$WORK/rec$i.json" "$(child 0.0333)" start "sleep=$SECS" "stop-to=$WORK/app$i.mp4"
-  answer_prompts & AP=$!
   wait_step "$WORK/rec$i.json" start; a0=$(replayd_cpu)
   wait_step "$WORK/rec$i.json" "sleep=$SECS"; a1=$(replayd_cpu)
-  wait "$APP" || true; kill $AP 2>/dev/null || true
+  wait "$APP" || true
   app "$WORK/sys$i.json" "$(child 0.0333)" "sleep=$((SECS + 4))"
   sleep 2
   s0=$(replayd_cpu)

@@ -33,20 +33,20 @@ struct SketchPad: ParsableCommand {
     func run() throws {
         let environment = ProcessInfo.processInfo.environment
         let folder = clipFolder ?? environment["XDG_VIDEOS_DIR"] ?? (NSHomeDirectory() + "/Videos")
-        let tone = StrokeTone(frequency: tone)
-        tone.start()
+        let player = StrokeTone(frequency: tone)
+        player.start()
         try MainActor.assumeIsolated {
             do {
                 try Gtk.start(display: display, programName: "sketchpad")
             } catch {
-                throw ValidationError("\(error.description): check --display and that the X server lets you connect")
+                throw ValidationError("\(error): check --display and that the X server lets you connect")
             }
             Gtk.addStyleSheet(SketchWindow.css)
-            let window = SketchWindow(tone: tone, clipFolder: folder)
+            let window = SketchWindow(tone: player, clipFolder: folder)
             window.show()
             Gtk.run()
         }
-        tone.stop()
+        player.stop()
     }
 }
 

@@ -168,7 +168,7 @@ final class SketchWindow {
 
     private func stop() {
         stopButton.isSensitive = false
-        recorder.stopRecording { [previewListener] preview, error in
+        recorder.stopRecording { preview, error in
             Gtk.post { [weak self] in
                 guard let self else { return }
                 recordButton.isSensitive = true
@@ -254,8 +254,9 @@ final class SketchWindow {
             }
             return
         }
-        let stamp = Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeSeparator(.omitted))
-        let path = clipFolder + "/SketchPad Clip \(stamp).mp4"
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd 'at' HH.mm.ss"
+        let path = clipFolder + "/SketchPad Clip \(formatter.string(from: Date())).mp4"
         try? FileManager.default.createDirectory(atPath: clipFolder, withIntermediateDirectories: true)
         recorder.exportClip(to: URL(fileURLWithPath: path), duration: 15) { error in
             Gtk.post { [weak self] in
@@ -283,7 +284,7 @@ final class SketchWindow {
 /// hands it to the window on GTK's thread.
 @MainActor
 final class PreviewListener: RPPreviewViewControllerDelegate {
-    var onFinish: ((Set<String>, String?) -> Void)?
+    var onFinish: (@MainActor (Set<String>, String?) -> Void)?
 
     nonisolated func previewController(_ previewController: RPPreviewViewController, didFinishWithActivityTypes activityTypes: Set<String>) {
         let path = previewController.savedPath
