@@ -197,8 +197,11 @@ final class SketchWindow {
         if recorder.isCapturing {
             recorder.stopCapture { error in
                 Gtk.post { [weak self] in
-                    self?.captureButton.label = "Capture"
-                    self?.status(error.map { "capture stop failed: \($0.localizedDescription)" } ?? "capture stopped")
+                    guard let self else { return }
+                    captureButton.label = "Capture"
+                    let received = meter.take()
+                    status(error.map { "capture stop failed: \($0.localizedDescription)" }
+                           ?? "capture stopped: \(received.frames) frames, \(received.width)x\(received.height)")
                 }
             }
             return

@@ -67,6 +67,51 @@ extension SystemWindowsTests {
     }
 }
 
+extension SystemWindowsTests.SketchPadTests {
+    /// Capture receives the app's own pictures (SketchPad counts them), and Clip saves the last
+    /// seconds with the stroke's tone in them.
+    @Test func captureCountsItsPicturesAndClipSavesTheLastSeconds() async throws {
+        try await Desktop.with { desktop in
+            let environment = desktop.environment
+            let replayd = try BackgroundProcess(try Binaries.replayd(), arguments: ["--consent-answer-for-tests", "allow", "--idle-exit", "0"],
+                                                environment: environment.environment)
+            defer { Task { _ = await replayd.terminate(grace: .seconds(5)) } }
+            for _ in 0..<250 where !FileManager.default.fileExists(atPath: environment.replaydSocket.path) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let clips = environment.outputPath("clips")
+            let app = try BackgroundProcess(try Binaries.path("sketchpad"), arguments: ["--tone", "\(Int(Self.tone))", "--clip-folder", clips],
+                                            environment: environment.environment)
+            defer { Task { _ = await app.terminate() } }
+            let pad = SketchPadDriver(desktop: desktop, app: app)
+            let window = try await desktop.waitForWindow(classNamed: "sketchpad", of: app)
+            try await desktop.xdotool(["windowactivate", "--sync", window])
+
+            try await pad.key("ctrl+k", window: window, until: "sketchpad: capturing")
+            try await pad.stroke(in: window, from: (150, 200), to: (650, 300))
+            try await Task.sleep(for: .seconds(2))
+            try await pad.key("ctrl+k", window: window, until: "sketchpad: capture stopped")
+            let stopped = try await pad.waitFor("sketchpad: capture stopped")
+            let frames = Int(stopped.split(separator: " ")[3]) ?? 0
+            #expect(frames >= 3, "the capture's pictures reached the app: \(stopped)")
+            #expect(stopped.hasSuffix("\(environment.xvfb.width)x\(environment.xvfb.height)"), "the screen's size: \(stopped)")
+
+            try await pad.key("ctrl+l", window: window, until: "sketchpad: clip buffer on")
+            try await Task.sleep(for: .seconds(1))
+            try await pad.stroke(in: window, from: (150, 400), to: (650, 400))
+            try await Task.sleep(for: .seconds(2))
+            try await pad.key("ctrl+l", window: window, until: "sketchpad: clip /")
+            let line = try await pad.waitFor("sketchpad: clip /")
+            let clip = String(line.dropFirst("sketchpad: clip ".count))
+            #expect(clip.hasPrefix(clips + "/"), "saved in --clip-folder: \(clip)")
+            let info = try await MediaProbe.probe(clip)
+            #expect(info.videoStreams.count == 1 && info.audioStreams.count == 1, "picture and sound: \(info)")
+            let sound = try await ToneAnalyzer.load(file: clip)
+            #expect(sound.isPresent(frequency: Self.tone), "the stroke's tone is in the clip")
+        }
+    }
+}
+
 /// Drives SketchPad through its keys and the pointer, and follows its event lines.
 struct SketchPadDriver {
     let desktop: Desktop
