@@ -30,10 +30,12 @@ release-lib: bootstrap
 release: release-cli release-lib
 	$(SWIFT) build -c release --product replay-testcontent
 	$(SWIFT) build -c release --product broadcast-service
+	$(SWIFT) build -c release --product sketchpad
 
 bench-tools: release
 	$(SWIFT) build -c release --product replay-bench
 	$(SWIFT) build -c release --product replay-ring
+	$(SWIFT) build -c release --product replay-testapp
 
 ## test: install what tests need, build, run every test (unit, in-process C, whole system).
 ## Three runs, each with the machine to itself: the unit and in-process tests; the broadcast service
@@ -51,7 +53,8 @@ test: bootstrap
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '^BroadcastServiceTests\.'
 	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '$(SYSTEM_TESTS)'
 
-## demo: record 10 s of the screen (a virtual display with moving content and sound when there is none).
+## demo: record 10 s of the screen (a virtual display with moving content and sound when there is none);
+## on that virtual display, SketchPad (Examples/SketchPad) records itself, driven with xdotool; then a live broadcast.
 demo: release
 	ORK_BIN_DIR=$(RELEASE_BIN) bash scripts/demo.sh
 

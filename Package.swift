@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "openreplaykit", type: .dynamic, targets: ["OpenReplayKitC"]),
         // The broadcast upload extensions that ship (Extensions/), found beside replayd after a build.
         .executable(name: "replay-extension-rtmp", targets: ["replay-extension-rtmp"]),
+        // The example app: GTK 4, drawing with a tone per stroke, recording, capturing and protecting itself.
+        .executable(name: "sketchpad", targets: ["sketchpad"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -116,6 +118,11 @@ let package = Package(
                           dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
                           path: "Extensions/RTMP", exclude: ["manifest.json", "icon.png"],
                           swiftSettings: swiftSettings),
+
+        // MARK: Examples: apps written against OpenReplayKit as an app developer would.
+        .executableTarget(name: "sketchpad",
+                          dependencies: ["OpenReplayKit", "ReplayGtk", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          path: "Examples/SketchPad", swiftSettings: swiftSettings),
 
         // MARK: The reference broadcast service, layered: the RTMP protocol (codecs, the server's
         // connection state machine, a publishing client), media (FFmpeg muxing, the ingest), storage,

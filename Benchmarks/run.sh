@@ -8,6 +8,8 @@
 #   BENCH_DRIFT     seconds of the A/V drift run (default 0: skipped; 3600 checks "no drift over an hour")
 #   BENCH_RING_SECONDS  seconds of the frame ring run (default 10)
 #   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
+#   BENCH_APP       0 skips issue 13's in-app figures (Benchmarks/app.sh: capture latency, the app's
+#                   CPU, replayd app vs system recording, the clip buffer's memory)
 #   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
 #                   macroblocks did not change: the encoder before the damage map), and its ratio
 set -euo pipefail
@@ -119,6 +121,11 @@ echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, displ
 # In-app capture's transport: 1080p30 NV12 and two sound streams through the frame ring to an app
 # process (replay-ring read, OpenReplayKit's sample buffers); the app's CPU and the writer's cost.
 "$BIN/replay-ring" bench --seconds "${BENCH_RING_SECONDS:-10}"
+# An app capturing, recording and clip-buffering itself through a real replayd, beside the system
+# recording of the same content (a display, sound server and replayd of their own).
+if [ "${BENCH_APP:-1}" != 0 ]; then
+  ORK_BIN_DIR="$BIN" bash "$HERE/app.sh"
+fi
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio
 compare "typical desktop" 0.30 --desktop --no-audio

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# make demo: record 10 s of a real screen with OpenReplayKit and say where the movie is; then
+# make demo: record 10 s of a real screen with OpenReplayKit and say where the movie is; then, on
+# a virtual display, SketchPad (Examples/SketchPad), an app that records itself, driven with xdotool:
+# strokes with their tones, Record, the consent prompt answered, Stop, the preview saved; then
 # broadcast the same screen live to the reference broadcast service on loopback and say where the
 # viewer page is (ffmpeg is the encoder until our own upload extension exists).
 # With a working $DISPLAY it records that display (and its sound, when PulseAudio runs). Without
@@ -32,6 +34,8 @@ if [ -z "${PULSE_SERVER:-}" ] && SERVER=$(pactl info 2>/dev/null | sed -n 's/^Se
   export PULSE_SERVER="$SERVER"
 fi
 export XDG_RUNTIME_DIR="$OUT/runtime"
+# Where the preview's Save puts an app's recording (replayd's Videos folder).
+export XDG_VIDEOS_DIR="$OUT"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
 if [ -n "${DISPLAY:-}" ] && xdpyinfo >/dev/null 2>&1; then
@@ -41,6 +45,7 @@ else
     [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break
   done
   export DISPLAY=":$n"
+  VIRTUAL=1
   say "No display here: starting a virtual one ($DISPLAY, 1280x720) with moving content and sound"
   Xvfb "$DISPLAY" -screen 0 1280x720x24 -nolisten tcp -noreset >"$OUT/xvfb.log" 2>&1 &
   PIDS+=($!)
@@ -71,6 +76,66 @@ say "What was recorded (ffprobe):"
 ffprobe -v error -show_entries stream=codec_type,codec_name,width,height,sample_rate,duration -of compact=p=0:nk=0 "$FILE" || true
 echo
 echo "Recording: $FILE"
+
+# SketchPad, on the virtual display only (it takes the pointer and the keyboard): an app records
+# itself as a person would have it do, through the system windows replayd shows.
+if [ -n "${VIRTUAL:-}" ] && [ -x "$BIN/sketchpad" ]; then
+  say "SketchPad (Examples/SketchPad) records itself: strokes with a tone each, Record, consent, Stop, the preview's Save"
+  LOG="$OUT/sketchpad.log"
+  "$BIN/sketchpad" >"$LOG" 2>&1 &
+  SKETCHPAD=$!
+  PIDS+=($SKETCHPAD)
+  window_of() {  # window_of CLASS: the visible window of that WM_CLASS instance (waits up to 20 s)
+    local w
+    for _ in $(seq 200); do
+      w=$(xdotool search --onlyvisible --classname "$1" 2>/dev/null | head -n 1)
+      [ -n "$w" ] && { echo "$w"; return 0; }
+      sleep 0.1
+    done
+    return 1
+  }
+  printed() { grep -q "^sketchpad: $1\$" "$LOG"; }
+  stroke() {  # stroke X1 Y1 X2 Y2 in SketchPad's window: a drag with the left button, as a hand draws
+    xdotool mousemove --window "$SK" --sync "$1" "$2" mousedown 1
+    for i in $(seq 15); do
+      xdotool mousemove --window "$SK" $(($1 + ($3 - $1) * i / 15)) $(($2 + ($4 - $2) * i / 15)); sleep 0.02
+    done
+    xdotool mouseup 1
+  }
+  SK=$(window_of sketchpad) || { echo "demo: SketchPad's window did not show; see $LOG" >&2; exit 1; }
+  sleep 0.5
+  xdotool mousemove --window "$SK" --sync 430 320 key ctrl+r
+  # The app's first start: replayd asks the person (Return = Allow). An answer given in the last
+  # 8 minutes holds, and then no prompt comes.
+  for _ in $(seq 200); do
+    printed recording && break
+    if PROMPT=$(xdotool search --onlyvisible --classname openreplaykit-consent 2>/dev/null | head -n 1) && [ -n "$PROMPT" ]; then
+      sleep 0.5
+      echo "    the consent prompt is up: Return (Allow)"
+      xdotool mousemove --window "$PROMPT" --sync 30 30 key Return
+      sleep 0.5
+    fi
+    sleep 0.1
+  done
+  printed recording || { echo "demo: SketchPad did not start recording; see $LOG" >&2; exit 1; }
+  stroke 120 160 700 160; sleep 0.6
+  stroke 120 260 700 420; sleep 0.6
+  stroke 120 420 700 260; sleep 1.5
+  xdotool mousemove --window "$SK" --sync 430 320 key ctrl+t
+  PREVIEW=$(window_of openreplaykit-preview) || { echo "demo: no preview window; see $LOG" >&2; exit 1; }
+  sleep 1.5
+  echo "    the preview is up: Ctrl+S (Save)"
+  xdotool mousemove --window "$PREVIEW" --sync 40 40 key ctrl+s
+  for _ in $(seq 200); do grep -q '^sketchpad: saved ' "$LOG" && break; sleep 0.1; done
+  APP_FILE=$(sed -n 's/^sketchpad: saved //p' "$LOG" | tail -n 1)
+  [ -n "$APP_FILE" ] || { echo "demo: the preview did not save; see $LOG" >&2; exit 1; }
+  kill "$SKETCHPAD" 2>/dev/null || true
+  say "What SketchPad recorded of itself (ffprobe):"
+  ffprobe -v error -show_entries stream=codec_type,codec_name,width,height,sample_rate,duration -of compact=p=0:nk=0 "$APP_FILE" || true
+  echo
+  echo "SketchPad's recording: $APP_FILE"
+  echo "Its events:            $LOG"
+fi
 
 # The broadcast: the reference service (embedded SQLite), an account, a stream key, and ffmpeg
 # publishing this display (and its sound) over RTMP.
@@ -107,6 +172,7 @@ done
 [ -n "$PAGE" ] || { echo "demo: the broadcast did not go live; see $SERVICE/service.log and $SERVICE/ffmpeg.log" >&2; exit 1; }
 echo
 echo "Recording:    $FILE"
+[ -n "${APP_FILE:-}" ] && echo "SketchPad:    $APP_FILE"
 echo "Viewer page:  $PAGE"
 echo "Directory:    http://127.0.0.1:$HTTP_PORT/   (sign up there to chat and like)"
 echo "HLS:          ${PAGE/\/b\//\/hls\/}/index.m3u8"

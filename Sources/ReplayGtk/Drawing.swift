@@ -80,3 +80,16 @@ public final class CheckButton: Widget {
 
     public func onToggle(_ handler: @escaping @MainActor () -> Void) { connect(object, "toggled", handler) }
 }
+
+/// A level meter: a bar filled from 0 to `value` of `maximum` (sound levels, progress).
+@MainActor
+public final class LevelBar: Widget {
+    public init(maximum: Double = 1) {
+        super.init(gtk_level_bar_new_for_interval(0, maximum))
+    }
+
+    public var value: Double {
+        get { gtk_level_bar_get_value(OpaquePointer(object)) }
+        set { gtk_level_bar_set_value(OpaquePointer(object), newValue) }
+    }
+}

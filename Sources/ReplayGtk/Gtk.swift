@@ -58,6 +58,18 @@ public enum Gtk {
         }, box, releaseCallback)
     }
 
+    /// Runs `body` on GTK's main thread at its next idle moment. Callable from any thread: a
+    /// library's completion handler or a capture thread hands its result to the windows this way.
+    public nonisolated static func post(_ body: @escaping @MainActor @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(BoolCallback { body(); return false }).toOpaque()
+        g_idle_add_full(G_PRIORITY_DEFAULT, { data in
+            // GLib calls this on the main context's thread, GTK's: the main actor. (The box's address
+            // crosses into the isolated closure as a number: the pointer type is not Sendable.)
+            let address = Int(bitPattern: data)
+            return MainActor.assumeIsolated { BoolCallback.from(UnsafeMutableRawPointer(bitPattern: address)).call() } ? 1 : 0
+        }, box, releaseCallback)
+    }
+
     /// Calls `body` every `milliseconds` while it returns true.
     public static func every(milliseconds: UInt32, _ body: @escaping @MainActor () -> Bool) {
         let box = Unmanaged.passRetained(BoolCallback(body)).toOpaque()

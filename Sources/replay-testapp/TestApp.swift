@@ -2,6 +2,9 @@ import ArgumentParser
 import Foundation
 import OpenReplayKit
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A test "app": drives OpenReplayKit from its own process, step by step, and prints one JSON line
 /// per step (`{"step":…,"ok":true}` or the error as `NSError`: domain, code, description), so that
@@ -14,7 +17,8 @@ struct TestApp: AsyncParsableCommand {
         discussion: """
             Steps: child=EXECUTABLE|ARG|ARG… (a child process, part of the app), start, stop, stop-to=PATH, discard, present, mic=on|off, available, \
             clip-start, clip-export=PATH:SECONDS, clip-stop, sleep=SECONDS, \
-            capture=SECONDS[@X,Y…] (in-app capture: counts, times, and the last picture's Y/Cb/Cr at each point), \
+            capture=SECONDS[@X,Y…] (in-app capture: counts, times, the app's CPU-seconds, and the last picture's Y/Cb/Cr at each point), \
+            capture-log=PATH (the next capture writes each picture's CLOCK_MONOTONIC arrival in ns and its Y at the first point), \
             wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
             (RPScreen.isCaptured's changes), hold (until killed).
             """)
@@ -27,6 +31,8 @@ struct TestApp: AsyncParsableCommand {
         let delegate = Delegate()
         recorder.delegate = delegate
         var children: [Process] = []
+        /// Where the next capture step writes each picture's arrival (make bench's latency).
+        var captureLog: String?
         defer { for child in children { child.terminate() } }
         for step in steps {
             let (name, value) = split(step)
@@ -54,12 +60,17 @@ struct TestApp: AsyncParsableCommand {
                         let xy = point.split(separator: ",").compactMap { Int($0) }
                         return xy.count == 2 ? (xy[0], xy[1]) : nil
                     }
-                    let tally = CaptureTally(points: points)
+                    let tally = CaptureTally(points: points, logsArrivals: captureLog != nil)
                     try await recorder.startCapture { buffer, type in tally.add(buffer, type) }
-                    try await Task.sleep(for: .seconds(Double(parts.first ?? "2") ?? 2))
+                    let cpuBefore = Self.cpuSeconds()
+                    let seconds = Double(parts.first ?? "2") ?? 2
+                    try await Task.sleep(for: .seconds(seconds))
+                    let cpu = Self.cpuSeconds() - cpuBefore
                     try await recorder.stopCapture()
-                    Self.report(step, extra: tally.report())
+                    if let captureLog { try tally.arrivals().write(toFile: captureLog, atomically: true, encoding: .utf8) }
+                    Self.report(step, extra: tally.report().merging(["cpuSeconds": .double(cpu), "seconds": .double(seconds)]) { $1 })
                     continue
+                case "capture-log": captureLog = value
                 case "sleep": try await Task.sleep(for: .seconds(Double(value ?? "1") ?? 1))
                 case "wait-stopped":
                     let error = await delegate.waitForStop(seconds: Double(value ?? "30") ?? 30)
@@ -99,6 +110,13 @@ struct TestApp: AsyncParsableCommand {
                 Self.report(step, error: error)
             }
         }
+    }
+
+    /// This process's CPU time so far (user + system, every thread), in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     private func split(_ step: String) -> (String, String?) {
@@ -174,11 +192,29 @@ final class CaptureTally: Sendable {
         var appPeak: Float = 0
     }
     private let points: [(Int, Int)]
+    private let logsArrivals: Bool
     private let state = Mutex(State())
+    /// With `logsArrivals`: each picture's arrival (CLOCK_MONOTONIC ns, read first thing in the handler) and Y at the first point.
+    private let arrivalLog = Mutex<[(UInt64, Int)]>([])
 
-    init(points: [(Int, Int)]) { self.points = points }
+    init(points: [(Int, Int)], logsArrivals: Bool = false) {
+        self.points = points
+        self.logsArrivals = logsArrivals
+    }
+
+    /// The arrival log as lines `NS Y`.
+    func arrivals() -> String {
+        arrivalLog.withLock { $0.map { "\($0.0) \($0.1)\n" }.joined() }
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
 
     func add(_ buffer: CMSampleBuffer, _ type: RPSampleBufferType) {
+        let arrival = logsArrivals && type == .video ? Self.monotonicNanoseconds() : 0
         let time = CMTimeGetSeconds(CMSampleBufferGetPresentationTimeStamp(buffer))
         switch type {
         case .video:
@@ -195,6 +231,9 @@ final class CaptureTally: Sendable {
                     let cr = chroma.load(fromByteOffset: (y / 2) * chromaRow + (x / 2) * 2 + 1, as: UInt8.self)
                     samples.append("\(yValue),\(cb),\(cr)")
                 }
+            }
+            if logsArrivals, let first = samples.first, let luma = Int(first.split(separator: ",")[0]) {
+                arrivalLog.withLock { $0.append((arrival, luma)) }
             }
             state.withLock { state in
                 state.video += 1

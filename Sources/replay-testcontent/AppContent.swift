@@ -27,6 +27,9 @@ struct AppContent {
     var tone: Double?
     var protectedAudio: Bool
     var duration: Double?
+    /// Swap the main window's colour with its inverse this often (seconds), logging each swap.
+    var flipEvery: Double? = nil
+    var flipLog: String? = nil
 
     /// Parses `WxH+X+Y`.
     static func geometry(_ text: String) -> (x: Int, y: Int, width: Int, height: Int)? {
@@ -81,6 +84,11 @@ struct AppContent {
             return window
         }
         _ = open(main)
+        let flipLogFile = flipLog.flatMap { path -> UnsafeMutablePointer<FILE>? in fopen(path, "a") }
+        defer { if let flipLogFile { fclose(flipLogFile) } }
+        let flipNanoseconds = flipEvery.map { UInt64($0 * 1e9) }
+        var nextFlip = flipNanoseconds.map { start + $0 } ?? .max
+        var flips = 0
         var moved = moveTo == nil
         var secondOpen = second == nil
         while !StopSignal.requested {
@@ -98,13 +106,27 @@ struct AppContent {
                 _ = open(second)
                 secondOpen = true
             }
+            if let flipNanoseconds, MonotonicClock.nowNanoseconds() >= nextFlip {
+                flips += 1
+                let colour = flips % 2 == 1 ? ~main.colour & 0xffffff : main.colour
+                var value = colour
+                xcb_change_gc(connection, windows[0].gc, XCB_GC_FOREGROUND.rawValue, &value)
+                // The time the change is sent: the latency measured from it includes the X server's drawing.
+                let sent = MonotonicClock.nowNanoseconds()
+                if let flipLogFile {
+                    fputs("\(sent) \(String(colour, radix: 16))\n", flipLogFile)
+                    fflush(flipLogFile)
+                }
+                nextFlip += flipNanoseconds
+                if nextFlip < sent { nextFlip = sent + flipNanoseconds }
+            }
             // Keep drawing, as a live application does: every window repainted in its colour.
             for window in windows {
                 var rect = xcb_rectangle_t(x: 0, y: 0, width: UInt16(window.spec.width), height: UInt16(window.spec.height))
                 xcb_poly_fill_rectangle(connection, window.id, window.gc, 1, &rect)
             }
             xcb_flush(connection)
-            MonotonicClock.sleep(untilNanoseconds: MonotonicClock.nowNanoseconds() + 50_000_000)
+            MonotonicClock.sleep(untilNanoseconds: min(MonotonicClock.nowNanoseconds() + 50_000_000, nextFlip))
         }
     }
 }

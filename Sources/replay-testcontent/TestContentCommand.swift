@@ -77,6 +77,12 @@ struct TestContentCommand: ParsableCommand {
     @Flag(help: "With --app: set _OPENREPLAYKIT_PROTECTED=1 on the windows.")
     var protected = false
 
+    @Option(name: .customLong("flip-every"), help: "With --app: swap the window's colour with its inverse every this many seconds (make bench's capture latency and full-motion app).")
+    var flipEvery: Double?
+
+    @Option(name: .customLong("flip-log"), help: "With --flip-every: append each flip's CLOCK_MONOTONIC time (ns, taken before the repaint is sent) and the new colour to this file.")
+    var flipLog: String?
+
     @Flag(name: .customLong("protected-audio"), help: "With --app: the tone's sink-input carries openreplaykit.protected=1.")
     var protectedAudio = false
 
@@ -87,6 +93,7 @@ struct TestContentCommand: ParsableCommand {
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive.") }
         if repaint && !staticScreen { throw ValidationError("--repaint goes with --static.") }
+        if let flipEvery, !(flipEvery > 0) || app == nil { throw ValidationError("--flip-every takes a positive number of seconds and goes with --app.") }
     }
 
     func run() throws {
@@ -108,7 +115,8 @@ struct TestContentCommand: ParsableCommand {
             }
             let content = AppContent(display: display, main: AppContent.Window(colour: colour, x: main.x, y: main.y, width: main.width, height: main.height),
                                      moveTo: target, moveAfter: moveAfter, second: secondWindow, secondAfter: secondAfter,
-                                     protectedWindow: protected, tone: noAudio ? nil : tone, protectedAudio: protectedAudio, duration: duration)
+                                     protectedWindow: protected, tone: noAudio ? nil : tone, protectedAudio: protectedAudio, duration: duration,
+                                     flipEvery: flipEvery, flipLog: flipLog)
             do {
                 try content.run()
             } catch {
