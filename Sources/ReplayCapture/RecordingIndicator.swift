@@ -222,8 +222,17 @@ private final class IndicatorWorker: @unchecked Sendable {
             return
         }
         defer {
+            // cairo keeps a device per xcb connection (its screens, its SHM pools) until the device is
+            // finished: without this, every session's indicator left one behind (memory replayd never
+            // got back), and a later connection at the same address met the stale device and cairo
+            // aborted (`_get_screen_index: Assertion !"reached"`).
+            let device = cairo_device_reference(cairo_surface_get_device(surface))
             cairo_surface_finish(surface)
             cairo_surface_destroy(surface)
+            if let device {
+                cairo_device_finish(device)
+                cairo_device_destroy(device)
+            }
         }
 
         draw(surface, rectangle)
