@@ -32,6 +32,8 @@ final class CapturePipeline: @unchecked Sendable {
     private let freeFrames: BoundedQueue<VideoFrame>
     private let frameLimit: Int
     private var framesAllocated = 0   // capture thread only
+    /// What each sent picture changed, so that a pooled picture takes only what it lacks (capture thread only).
+    private var sentChanges: ChangeHistory
     private let mixer: Mutex<AudioMixer>
     /// Where the microphone was switched on or off: (sample position, on).
     private let microphoneSwitches = Mutex<[(position: Int64, on: Bool)]>([])
@@ -88,6 +90,9 @@ final class CapturePipeline: @unchecked Sendable {
         frames = BoundedQueue(capacity: queueDepth)
         freeFrames = BoundedQueue(capacity: queueDepth + 1)
         frameLimit = queueDepth + 1
+        // Pooled pictures come back in turn: one is at most `frameLimit` pictures behind, unless
+        // it stood unused while the pool was larger than needed (it then takes everything).
+        sentChanges = ChangeHistory(depth: 2 * frameLimit)
         for _ in 0..<3 {
             _ = freeFrames.push(VideoFrame(width: capture.outputWidth, height: capture.outputHeight))
         }
@@ -302,9 +307,13 @@ final class CapturePipeline: @unchecked Sendable {
             framesDropped.add(1, ordering: .relaxed)
             return false
         }
-        frame.copy(from: capture.current)
+        // Only the macroblocks that changed since this pooled picture last held one: on a still
+        // screen a small part of the picture instead of all of it.
+        frame.copy(from: capture.current, blocks: sentChanges.changes(since: frame.pictureNumber))
         frame.timestamp = tick
         frame.tick = index
+        // Numbered before the encoder's thread may take it.
+        frame.pictureNumber = sentChanges.latest + 1
         var queued = frames.push(frame)
         var attempts = 0
         while !queued, waiting, attempts < 400 {
@@ -313,10 +322,12 @@ final class CapturePipeline: @unchecked Sendable {
             attempts += 1
         }
         guard queued else {
+            frame.pictureNumber = nil   // it holds the capture's picture, which was not numbered
             _ = freeFrames.push(frame)
             framesDropped.add(1, ordering: .relaxed)
             return false
         }
+        _ = sentChanges.record(capture.current.changedBlocks)
         // The next picture's changes count from this one (a dropped picture's stay in).
         capture.current.changedBlocks.removeAll()
         return true

@@ -18,6 +18,8 @@ package final class VideoFrame: @unchecked Sendable {
     /// The macroblocks that changed since the picture before this one went to the encoder (all of
     /// them unless the capture says otherwise): libx264 skips its analysis of the others.
     package var changedBlocks: ChangedMacroblocks
+    /// The number of the capture's picture this one holds (`ChangeHistory`), nil when none.
+    package var pictureNumber: Int64?
 
     package init(width: Int, height: Int) {
         guard let frame = av_frame_alloc() else { fatalError("out of memory allocating a video frame") }
@@ -60,14 +62,51 @@ package final class VideoFrame: @unchecked Sendable {
                        Int32(right - left), Int32(last - first))
     }
 
-    /// Copies the whole picture of `other` (same size) into this frame.
-    package func copy(from other: VideoFrame) {
+    /// Copies the whole picture of `other` (same size) into this frame; or, given `blocks`, only
+    /// those macroblocks (this frame holds `other`'s pixels elsewhere already).
+    package func copy(from other: VideoFrame, blocks: ChangedMacroblocks? = nil) {
         precondition(other.width == width && other.height == height)
         av_frame_make_writable(frame)
-        av_frame_copy(frame, other.frame)
+        if let blocks, !blocks.all {
+            copyBlocks(blocks, from: other)
+        } else {
+            av_frame_copy(frame, other.frame)
+        }
         timestamp = other.timestamp
         tick = other.tick
         changedFraction = other.changedFraction
         changedBlocks = other.changedBlocks
+    }
+
+    /// Copies the macroblocks marked in `blocks` from `other`, a run of neighbours in a row at a time.
+    private func copyBlocks(_ blocks: ChangedMacroblocks, from other: VideoFrame) {
+        let size = ChangedMacroblocks.size
+        let (y, u, v) = planes
+        let (oy, ou, ov) = other.planes
+        let (ys, us, vs) = strides
+        let (oys, ous, ovs) = other.strides
+        for row in 0..<blocks.rows {
+            let top = row * size, bottom = min(height, top + size)
+            guard top < bottom else { break }
+            var column = 0
+            while column < blocks.columns {
+                guard blocks.isChanged(column: column, row: row) else {
+                    column += 1
+                    continue
+                }
+                var end = column + 1
+                while end < blocks.columns, blocks.isChanged(column: end, row: row) { end += 1 }
+                let left = column * size, right = min(width, end * size)
+                for line in top..<bottom {
+                    (y + line * ys + left).update(from: oy + line * oys + left, count: right - left)
+                }
+                // Sizes are even: the chroma of these pixels is exactly half.
+                for line in (top / 2)..<((bottom + 1) / 2) {
+                    (u + line * us + left / 2).update(from: ou + line * ous + left / 2, count: (right - left + 1) / 2)
+                    (v + line * vs + left / 2).update(from: ov + line * ovs + left / 2, count: (right - left + 1) / 2)
+                }
+                column = end
+            }
+        }
     }
 }
