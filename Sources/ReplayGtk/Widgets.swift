@@ -115,6 +115,19 @@ public final class Window: Widget {
         return ork_gtk_x11_keep_above(surface) != 0
     }
 
+    /// For a system window: above the others once on the screen, and again (above and focused)
+    /// once the window manager manages it.
+    public func staysAboveOnceMapped() {
+        onMap { [weak self] in
+            guard let self else { return }
+            self.keepAbove()
+            Gtk.after(milliseconds: 250) { [weak self] in
+                self?.keepAbove()
+                self?.present()
+            }
+        }
+    }
+
     /// The X11 window id, 0 before the window is realized or when not on X11.
     public var x11WindowID: UInt {
         guard let surface = gtk_native_get_surface(OpaquePointer(object)) else { return 0 }

@@ -67,15 +67,7 @@ final class ConsentPrompt {
             self?.finish(allowed: false)
             return false
         }
-        window.onMap { [weak self] in
-            guard let self else { return }
-            self.window.keepAbove()
-            // Once the window manager manages the window: above the others, and focused.
-            Gtk.after(milliseconds: 250) { [weak self] in
-                self?.window.keepAbove()
-                self?.window.present()
-            }
-        }
+        window.staysAboveOnceMapped()
     }
 
     func show() {

@@ -37,19 +37,8 @@ struct ServicePickerTests {
             let paths = ControlPaths(directory: environment.directory.appendingPathComponent("replayd").path)
             let display = environment.xvfb.display
             async let choice = SystemWindows.pickService(Self.services, microphone: false, display: display, paths: paths)
-            // No window manager here: focus the picker's window, then press the keys.
-            var window: String?
-            let deadline = ContinuousClock.now + .seconds(30)
-            while window == nil, ContinuousClock.now < deadline {
-                let found = try await ProcessRunner.run("xdotool", arguments: ["search", "--onlyvisible", "--classname", "openreplaykit-picker"],
-                                                        environment: environment.environment, timeout: .seconds(10))
-                window = found.stdout.split(separator: "\n").first.map(String.init)
-                if window == nil { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            let id = try #require(window, "the picker's window did not show")
-            try await Task.sleep(for: .milliseconds(500))
-            _ = try await ProcessRunner.run("xdotool", arguments: ["windowfocus", "--sync", id], environment: environment.environment, timeout: .seconds(10))
-            _ = try await ProcessRunner.run("xdotool", arguments: ["key", "--delay", "100"] + keys, environment: environment.environment, timeout: .seconds(10))
+            // No window manager here: the picker's window is focused, then the keys pressed.
+            try await SystemWindowKeys.press(keys, in: "openreplaykit-picker", environment: environment.environment)
             #expect(try await choice == expected)
             let left = (try? FileManager.default.contentsOfDirectory(atPath: paths.directory)) ?? []
             #expect(!left.contains { $0.hasPrefix("picker-") || $0.hasPrefix("ui-") }, "the services and answer files are removed: \(left)")

@@ -160,18 +160,7 @@ extension SystemTests {
 
                 // Without --service the picker window asks, listing the installed services; Escape cancels.
                 async let none = environment.replay(["broadcast"], environment: env)
-                var window: String?
-                let deadline = ContinuousClock.now + .seconds(30)
-                while window == nil, ContinuousClock.now < deadline {
-                    let found = try await ProcessRunner.run("xdotool", arguments: ["search", "--onlyvisible", "--classname", "openreplaykit-picker"],
-                                                            environment: environment.environment, timeout: .seconds(10))
-                    window = found.stdout.split(separator: "\n").first.map(String.init)
-                    if window == nil { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                let id = try #require(window, "the picker's window did not show")
-                try await Task.sleep(for: .milliseconds(500))
-                _ = try await ProcessRunner.run("xdotool", arguments: ["windowfocus", "--sync", id], environment: environment.environment, timeout: .seconds(10))
-                _ = try await ProcessRunner.run("xdotool", arguments: ["key", "Escape"], environment: environment.environment, timeout: .seconds(10))
+                try await SystemWindowKeys.press(["Escape"], in: "openreplaykit-picker", environment: environment.environment)
                 let cancelled = try await none
                 #expect(!cancelled.succeeded)
                 #expect(cancelled.stderr.contains("cancelled the broadcast in the picker"), "\(cancelled)")
