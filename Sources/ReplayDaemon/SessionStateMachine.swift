@@ -173,7 +173,8 @@ package enum SessionOutput: Sendable, Equatable {
     case movie
     /// A clip buffer of the last `seconds`, in memory (kept with `keyframeMargin` more).
     case clip(seconds: Double)
-    /// The app's own samples, before the encoder, through a frame ring (in-app capture); no file.
+    /// The app's own samples, before the encoder, through a frame ring (in-app capture); no file,
+    /// and nothing is encoded (the engine runs no encoder with no destination).
     case ring
 
     /// What a clip buffer keeps beyond its length: one keyframe interval, so that a clip of its

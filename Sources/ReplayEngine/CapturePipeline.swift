@@ -213,11 +213,12 @@ final class CapturePipeline: @unchecked Sendable {
                 }
             })
         }
-        var threads: [(name: String, body: @Sendable () -> Void)] = [
-            ("replay-capture", { self.captureLoop(start: start) }),
-            ("replay-video", { self.videoLoop(start: start) }),
-        ]
-        if !audioEncoders.isEmpty { threads.append(("replay-audio", { self.audioLoop(start: start) })) }
+        // With no destination (in-app capture: taps only) nothing is encoded: no video thread, and the
+        // audio thread only cuts the sound for the taps.
+        let encoding = !destinations.isEmpty
+        var threads: [(name: String, body: @Sendable () -> Void)] = [("replay-capture", { self.captureLoop(start: start, encoding: encoding) })]
+        if encoding { threads.append(("replay-video", { self.videoLoop(start: start) })) }
+        if !audioEncoders.isEmpty { threads.append(("replay-audio", { self.audioLoop(start: start, encoding: encoding) })) }
         await DedicatedThread.runAll(threads)
         await DedicatedThread.run(named: "replay-flag") { CapturedFlag.end(display: display) }
         for destination in destinations {
@@ -244,7 +245,7 @@ final class CapturePipeline: @unchecked Sendable {
 
     // MARK: Capture thread
 
-    private func captureLoop(start: Int64) {
+    private func captureLoop(start: Int64, encoding: Bool) {
         let fps = Int64(configuration.framesPerSecond)
         let interval = 1_000_000_000 / fps
         // Frame n is due at start + n/fps exactly: no rounding error accumulates.
@@ -288,7 +289,7 @@ final class CapturePipeline: @unchecked Sendable {
             let pushing = push.repeatNow(at: index, lastChange: latestChange,
                                          encodedThrough: encodedThrough.load(ordering: .relaxed))
             if changed || pushing || lastSent.map({ tick - $0 >= 1_000_000_000 }) ?? true || last {
-                if sendFrame(tick: tick, index: index, waiting: last) { lastSent = tick }
+                if sendFrame(tick: tick, index: index, waiting: last, encoding: encoding) { lastSent = tick }
             }
             if last {
                 end = start + ending.end(lastTick: index) * 1_000_000_000 / fps
@@ -300,9 +301,17 @@ final class CapturePipeline: @unchecked Sendable {
 
     /// Queues the captured picture for the encoder; drops it (counted) when the encoder is half a
     /// second behind, unless `waiting` (the last picture, which ends the video): that one waits.
-    private func sendFrame(tick: Int64, index: Int64, waiting: Bool) -> Bool {
+    /// Not `encoding` (taps only): the taps' copy is the picture's whole journey.
+    private func sendFrame(tick: Int64, index: Int64, waiting: Bool, encoding: Bool) -> Bool {
         // Taps see every picture, whether or not the encoder keeps up.
         for tap in taps { tap.receive(capture.current, tick: index, time: tick) }
+        guard encoding else {
+            // As if encoded at once: no repeats to push a change through an encoder (`PushThrough`).
+            encodedThrough.store(index, ordering: .relaxed)
+            framesWritten.add(1, ordering: .relaxed)
+            capture.current.changedBlocks.removeAll()
+            return true
+        }
         guard let frame = takeFreeFrame() ?? (waiting ? freeFrames.pop() : nil) else {
             framesDropped.add(1, ordering: .relaxed)
             return false
@@ -376,7 +385,7 @@ final class CapturePipeline: @unchecked Sendable {
 
     /// Cuts, mixes and encodes audio blocks on the media clock until the end of the video; at the
     /// end it waits (as long as the sources' latency needs) for the sound of the last moments.
-    private func audioLoop(start: Int64) {
+    private func audioLoop(start: Int64, encoding: Bool) {
         var failed = false
         defer { for source in sources { source.stop() } }
         while true {
@@ -388,7 +397,7 @@ final class CapturePipeline: @unchecked Sendable {
                 // One look at the microphone switches and the protection history per block, for both.
                 let gains = gains(at: block.position)
                 tapAudio(block, gains: gains, start: start)
-                guard !failed else { continue }
+                guard !failed, encoding else { continue }
                 do throws(MediaError) { try encode(block, gains: gains) } catch {
                     failed = true
                     record(EngineError(error))
@@ -396,7 +405,7 @@ final class CapturePipeline: @unchecked Sendable {
             }
             if end != 0, mixer.withLock({ $0.cursor }) >= endPosition { break }
         }
-        guard !failed else { return }
+        guard !failed, encoding else { return }
         for (encoder, outputs) in zip(audioEncoders, audioOutputs) {
             do throws(MediaError) { try encoder.encode(nil, pts: 0, to: outputs) } catch {
                 record(EngineError(error))

@@ -5,8 +5,9 @@ package import ReplayMedia
 ///
 /// Called on the capture thread for every picture that goes towards the encoder (each change, the
 /// repeats, the last one), even when the encoder is behind and the picture is dropped there, with
-/// the capture's own canvas (I420) and its time: `tick` in frames of the capture's rate, `time` on
-/// the engine's monotonic clock (nanoseconds, `MonotonicClock`). A tap copies what it needs before
+/// the capture's own canvas (I420, video range) and its time: `tick` in frames of the capture's
+/// rate, `time` on the engine's monotonic clock (nanoseconds, `MonotonicClock`). With no destination
+/// nothing is encoded and no repeat pushes a change through an encoder: each change, then one a second. A tap copies what it needs before
 /// it returns and never blocks: a consumer that is behind loses whole pictures (counted by the
 /// tap); the capture never waits for it.
 package protocol FrameTap: AnyObject, Sendable {

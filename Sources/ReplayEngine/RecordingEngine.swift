@@ -30,6 +30,8 @@ public struct EngineStatistics: Sendable, Equatable {
 /// capture (X11 reads and colour conversion, paced by the frame clock), video encoding (one loop,
 /// fed through a bounded queue: when it falls behind, whole frames are dropped and counted) and
 /// audio (mixes the PulseAudio sources on the media clock and encodes AAC; never drops silently).
+/// With taps and no destination (in-app capture) nothing is encoded: there is no video thread, the
+/// audio thread only cuts the sound for the taps, and `framesWritten` counts the pictures tapped.
 public final class RecordingEngine: Sendable {
     public let configuration: EngineConfiguration
     public let width: Int

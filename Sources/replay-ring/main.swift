@@ -254,7 +254,7 @@ struct Bench: ParsableCommand {
         let readerCores = reader.cpuSeconds / reader.wallSeconds
         print(String(format: "ring reader (the app, another process): %d pictures and %d sound buffers received, CPU %.4f core (%.3f s in %.1f s) (target <= 0.03) ",
                      reader.frames, reader.audioBuffers, readerCores, reader.cpuSeconds, reader.wallSeconds) + (readerCores <= 0.03 ? "OK" : "MISSED"))
-        print(String(format: "ring writer (replayd's capture thread): I420→NV12 into the slot %.3f ms per picture (p95 %.3f ms), %.4f core with the sound",
+        print(String(format: "ring writer (replayd's capture thread): I420→NV12 (full range) into the slot %.3f ms per picture (p95 %.3f ms), %.4f core with the sound",
                      mean, p95, writerCPU / (Double(MonotonicClock.now() - start) / 1e9)))
     }
 }

@@ -166,9 +166,9 @@ extension SystemTests.AppSessionTests {
             #expect((capture["audioMic"] as? Int ?? -1) == 0, "no microphone unless enabled: \(capture)")
             let ycbcr = { (key: String) -> [Int] in ((capture[key] as? String) ?? "").split(separator: ",").compactMap { Int($0) } }
             let own = ycbcr("ycbcr0"), others = ycbcr("ycbcr1")
-            #expect(own.count == 3 && own[0] > 100 && own[1] < 100 && own[2] < 100, "its own green window (Y high, Cb and Cr low): \(own)")
-            #expect(others.count == 3 && others[0] < 30 && abs(others[1] - 128) < 8 && abs(others[2] - 128) < 8,
-                    "black where the other app's red window is: \(others)")
+            // Full range ('420f'): black Y 0, green Y 150 Cb 44 Cr 21 (video range's 16 and 144, 54, 34 would fail).
+            #expect(FullRangeLevels.isClose(own, to: FullRangeLevels.green, tolerance: 5), "its own green window, full range: \(own)")
+            #expect(FullRangeLevels.isClose(others, to: FullRangeLevels.black), "black (full range) where the other app's red window is: \(others)")
             // A second capture after the first stopped: the ring is handed over again.
             #expect(try App.line(lines, "capture=1")["ok"] as? Bool == true, "\(lines)")
         }

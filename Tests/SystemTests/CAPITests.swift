@@ -103,8 +103,9 @@ extension SystemTests {
                 #expect(capture["timesIncrease"] as? Bool == true, "\(capture)")
                 #expect((capture["span"] as? Double ?? 0) > 1.5, "on the session clock, in seconds: \(capture)")
                 let own = capture["own"] as? [Int] ?? [], other = capture["other"] as? [Int] ?? []
-                #expect(own.count == 3 && own[0] > 100 && own[1] < 100 && own[2] < 100, "green (Y high, Cb and Cr low): \(own)")
-                #expect(other.count == 3 && other[0] < 30 && abs(other[1] - 128) < 8 && abs(other[2] - 128) < 8, "black: \(other)")
+                // Full range, as the header says: black Y 0, green Y 150 Cb 44 Cr 21 (not video range's 16 and 144, 54, 34).
+                #expect(FullRangeLevels.isClose(own, to: FullRangeLevels.green, tolerance: 5), "green, full range: \(own)")
+                #expect(FullRangeLevels.isClose(other, to: FullRangeLevels.black), "black, full range: \(other)")
                 #expect(capture["audioMic"] as? Int == 0, "no microphone unless enabled: \(capture)")
                 #expect((capture["audioApp"] as? Int ?? 0) > 50, "its own sound, in chunks: \(capture)")
                 #expect(capture["channels"] as? Int == 2 && capture["rate"] as? Int == 48000 && capture["badAudio"] as? Int == 0,
@@ -117,7 +118,7 @@ extension SystemTests {
                 #expect(try code("protect") == 0)
                 let protected = try step("capture-protected")
                 let blanked = protected["own"] as? [Int] ?? []
-                #expect((protected["video"] as? Int ?? 0) >= 1 && blanked.count == 3 && blanked[0] < 30, "the protected window is blank: \(protected)")
+                #expect((protected["video"] as? Int ?? 0) >= 1 && FullRangeLevels.isClose(blanked, to: FullRangeLevels.black), "the protected window is blank: \(protected)")
 
                 // A clip of the last 2 s while buffering; over 15 s is invalidParameter.
                 #expect(try code("clip-start") == 0, "\(lines)")

@@ -74,3 +74,17 @@ extension ProcessResult {
     /// What a person would read: standard error, else standard output.
     var message: String { stderr.isEmpty ? stdout : stderr }
 }
+
+/// What in-app capture's NV12 pictures read as: full range, BT.601 (ReplayKit's '420f'), as Y, Cb, Cr.
+enum FullRangeLevels {
+    /// Black: Y 0, chroma 128 (video range would be Y 16).
+    static let black = [0, 128, 128]
+    /// Pure green (0, 255, 0): Y = 0.587 × 255 = 149.7, Cb = 128 − 0.3313 × 255 = 43.5, Cr = 128 − 0.4187 × 255 = 21.2
+    /// (video range would be 144, 54, 34).
+    static let green = [150, 44, 21]
+
+    /// Whether `measured` (Y, Cb, Cr) is each of `expected` within `tolerance` (4: black is Y ≤ 4, chroma 128 ± 4).
+    static func isClose(_ measured: [Int], to expected: [Int], tolerance: Int = 4) -> Bool {
+        measured.count == 3 && zip(measured, expected).allSatisfy { abs($0 - $1) <= tolerance }
+    }
+}

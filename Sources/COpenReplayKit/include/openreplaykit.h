@@ -129,8 +129,9 @@ typedef struct ork_sample {
     /* Presentation time on the session clock (CLOCK_MONOTONIC), in nanoseconds and in seconds. */
     int64_t pts_ns;
     double pts_seconds;
-    /* ORK_SAMPLE_VIDEO: NV12, the Swift library's CVPixelBuffer bytes (measured: black is Y 16, Cb Cr 128;
-     * pure green 144, 54, 34). planes[0] is Y (width x height bytes, strides[0] bytes a row);
+    /* ORK_SAMPLE_VIDEO: NV12 in full range, BT.601 (ReplayKit's 420YpCbCr8BiPlanarFullRange, the Swift
+     * library's CVPixelBuffer bytes): black is Y 0, white Y 255, greys' Cb Cr 128; pure green Y 150, Cb 44,
+     * Cr 21 (measured 149, 44, 21). planes[0] is Y (width x height bytes, strides[0] bytes a row);
      * planes[1] is CbCr interleaved (width/2 pairs x height/2 rows, strides[1] bytes a row). */
     int32_t width;
     int32_t height;

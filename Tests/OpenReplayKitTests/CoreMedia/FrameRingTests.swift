@@ -43,14 +43,14 @@ struct FrameRingTests {
         let (lumaRow, chromaRow) = (CVPixelBufferGetBytesPerRowOfPlane(pixels, 0), CVPixelBufferGetBytesPerRowOfPlane(pixels, 1))
         var wrong = 0
         for y in 0..<CVPixelBufferGetHeightOfPlane(pixels, 0) {
-            for x in 0..<CVPixelBufferGetWidthOfPlane(pixels, 0) where luma[y * lumaRow + x] != RingTestPattern.luma(x: x, y: y, frame: n) {
+            for x in 0..<CVPixelBufferGetWidthOfPlane(pixels, 0) where luma[y * lumaRow + x] != RingTestPattern.deliveredLuma(x: x, y: y, frame: n) {
                 wrong += 1
             }
         }
         for y in 0..<CVPixelBufferGetHeightOfPlane(pixels, 1) {
             for x in 0..<CVPixelBufferGetWidthOfPlane(pixels, 1) {
-                if chroma[y * chromaRow + 2 * x] != RingTestPattern.cb(x: x, y: y, frame: n) { wrong += 1 }
-                if chroma[y * chromaRow + 2 * x + 1] != RingTestPattern.cr(x: x, y: y, frame: n) { wrong += 1 }
+                if chroma[y * chromaRow + 2 * x] != RingTestPattern.deliveredCb(x: x, y: y, frame: n) { wrong += 1 }
+                if chroma[y * chromaRow + 2 * x + 1] != RingTestPattern.deliveredCr(x: x, y: y, frame: n) { wrong += 1 }
             }
         }
         if wrong > 0 { received.badPixels.append("picture \(n): \(wrong) wrong samples") }

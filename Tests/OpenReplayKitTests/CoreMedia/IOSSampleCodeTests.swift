@@ -22,10 +22,10 @@ struct IOSSampleCodeTests {
             #expect(handler.frameSize.width == 160 && handler.frameSize.height == 90)
             #expect(handler.lumaBytesPerRow >= 160 && handler.chromaBytesPerRow >= 160)
             // Picture 0 (the first, never dropped: every slot is free then), NV12: Y, then Cb Cr interleaved.
-            #expect(handler.firstLumaBytes == [RingTestPattern.luma(x: 0, y: 0, frame: 0), RingTestPattern.luma(x: 1, y: 0, frame: 0),
-                                               RingTestPattern.luma(x: 0, y: 1, frame: 0)])
-            #expect(handler.firstChromaBytes == [RingTestPattern.cb(x: 0, y: 0, frame: 0), RingTestPattern.cr(x: 0, y: 0, frame: 0),
-                                                 RingTestPattern.cb(x: 0, y: 1, frame: 0), RingTestPattern.cr(x: 0, y: 1, frame: 0)])
+            #expect(handler.firstLumaBytes == [RingTestPattern.deliveredLuma(x: 0, y: 0, frame: 0), RingTestPattern.deliveredLuma(x: 1, y: 0, frame: 0),
+                                               RingTestPattern.deliveredLuma(x: 0, y: 1, frame: 0)])
+            #expect(handler.firstChromaBytes == [RingTestPattern.deliveredCb(x: 0, y: 0, frame: 0), RingTestPattern.deliveredCr(x: 0, y: 0, frame: 0),
+                                                 RingTestPattern.deliveredCb(x: 0, y: 1, frame: 0), RingTestPattern.deliveredCr(x: 0, y: 1, frame: 0)])
             #expect(handler.appAudioFrames == 20 * 800 && handler.micAudioFrames == 20 * 800)
             #expect(handler.appAudioPeak > 0.45 && handler.appAudioPeak <= 0.5)
             #expect(handler.micAudioPeak > 0.45 && handler.micAudioPeak <= 0.5)

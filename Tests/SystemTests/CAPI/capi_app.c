@@ -94,7 +94,7 @@ typedef struct {
     int width, height;
     int times_increase;       /* each kind's times in order: pictures strictly, sound chunks of one source too */
     double first_video_pts, last_video_pts, last_audio_pts[2];
-    int own[3], other[3];     /* Y, Cb, Cr at (750, 250) and at (100, 100) of the last picture */
+    int own[3], other[3];     /* Y, Cb, Cr (full range) at (750, 250) and at (100, 100) of the last picture */
     int channels, sample_rate, bad_audio;
     float peak;
 } capture_figures;
