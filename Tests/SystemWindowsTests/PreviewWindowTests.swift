@@ -139,7 +139,8 @@ extension SystemWindowsTests {
                     if focused == "Share the Recording" { break }
                     guard ContinuousClock.now < deadline else { throw HarnessError("the file chooser did not open (focus: \(focused))") }
                     if ContinuousClock.now - clicked >= .seconds(5), try await desktop.xdotool(["getwindowfocus"]) == window {
-                        try await desktop.click(in: window, x: frame.width - 125, y: frame.height - 30)
+                        // The pointer is already there: `mousemove --sync` would wait for a move forever.
+                        try await desktop.xdotool(["click", "1"])
                         clicked = ContinuousClock.now
                     }
                     try await Task.sleep(for: .milliseconds(100))
