@@ -4,9 +4,6 @@ import ReplayCapture
 import ReplayEngine
 import ReplayMedia
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Which session a request is about. Sessions are keyed: the system recording (the person's, from
 /// the Control Center) is one slot; an app's own recordings, captures and clips, and broadcasts,
@@ -439,16 +436,13 @@ package actor RecordingSessions {
         for waiter in waiters { waiter.resume(returning: discardReason.map { .failure($0) } ?? .success(final)) }
         noteCaptured()
         if slot == .systemRecording { noteAvailability() }
-        // A session's threads freed tens of MB of pictures into glibc's per-thread arenas, which keep
-        // them: give them back to the system, so that a replayd that runs for days stays small.
-        await DedicatedThread.run(named: "replay-trim") { Self.trimMalloc() }
-    }
-
-    /// glibc's `malloc_trim(0)` (not in Swift's Glibc module: looked up by name).
-    private nonisolated static func trimMalloc() {
-        typealias Trim = @convention(c) (Int) -> Int32
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") else { return }
-        _ = unsafeBitCast(symbol, to: Trim.self)(0)
+        // A session's threads freed tens of MB into glibc's per-thread arenas, which keep them: once the
+        // engine is gone (its last references go with this call and the run task), give them back, so
+        // that a replayd that runs for days stays small.
+        Task.detached {
+            try? await Task.sleep(for: .seconds(2))
+            await DedicatedThread.run(named: "replay-trim") { GlibcMalloc.trim() }
+        }
     }
 
     private func resumeStopWaiters(of slot: SessionSlot, _ response: Result<SessionStatus?, ReplayError>) {

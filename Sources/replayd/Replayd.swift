@@ -108,6 +108,8 @@ struct Replayd: AsyncParsableCommand {
         }
         // Writing to a client that went away must be an error, not the end of replayd.
         signal(SIGPIPE, SIG_IGN)
+        // Pictures (1 MiB and more) are mapped on their own: freed at a session's end, they leave replayd.
+        GlibcMalloc.mapBlocks(ofAtLeast: 1 << 20)
 
         let server = ControlServer(
             configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
