@@ -4,6 +4,7 @@ import ServiceLifecycle
 import NIOCore
 import NIOPosix
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -76,6 +77,9 @@ package struct ControlServer: Service {
         // Private from the first moment: the folder is 0700 and the socket is created 0600.
         let oldMask = umask(0o177)
         let server: NIOAsyncChannel<Connection, Never>
+        // Connections accepted but not yet taken by the loop below: one accepted as the socket closes
+        // never reaches the loop, and NIO traps when its writer goes unfinished; these are closed properly.
+        let unserved = Mutex<[ObjectIdentifier: NIOAsyncChannel<ControlMessage, ControlMessage>]>([:])
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 32)
@@ -84,7 +88,9 @@ package struct ControlServer: Service {
                     // left, such as a probe of the socket, is dropped here).
                     PeerCredentials.of(channel).flatMapThrowing { peer in
                         try channel.pipeline.syncOperations.addControlMessageCodec()
-                        return Connection(peer: peer, channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel))
+                        let wrapped = try NIOAsyncChannel<ControlMessage, ControlMessage>(wrappingChannelSynchronously: channel)
+                        unserved.withLock { $0[ObjectIdentifier(channel)] = wrapped }
+                        return Connection(peer: peer, channel: wrapped, id: ObjectIdentifier(channel))
                     }
                 }
         } catch {
@@ -130,6 +136,7 @@ package struct ControlServer: Service {
                 do {
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
+                            _ = unserved.withLock { $0.removeValue(forKey: connection.id) }
                             group.addTask {
                                 await self.serve(connection)
                             }
@@ -137,6 +144,9 @@ package struct ControlServer: Service {
                     }
                 } catch {
                     logger.error("the control socket failed: \(error)")
+                }
+                for channel in unserved.withLock({ $0.values }) {
+                    try? await channel.executeThenClose { _, _ in }
                 }
                 trigger.yield(.listenerClosed)
             }
@@ -153,6 +163,7 @@ package struct ControlServer: Service {
     private struct Connection: Sendable {
         var peer: PeerCredentials
         var channel: NIOAsyncChannel<ControlMessage, ControlMessage>
+        var id: ObjectIdentifier
     }
 
     private func serve(_ connection: Connection) async {
