@@ -89,6 +89,8 @@ extension SystemWindowsTests {
         @Test func keysWorkWhereverTheFocusIs() async throws {
             let started = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
+                // Laid out before the click (a click on a loaded machine could come first and be lost).
+                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
                 try await Task.sleep(for: .milliseconds(200))
                 try await desktop.xdotool(["key", "--delay", "100", "Down", "Down", "Up", "Return"])
@@ -96,6 +98,8 @@ extension SystemWindowsTests {
             #expect(started == .start("org.openreplaykit.rtmp", microphone: true))
             let toggledBack = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
+                // Laid out before the click (a click on a loaded machine could come first and be lost).
+                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
                 try await Task.sleep(for: .milliseconds(200))
                 try await desktop.xdotool(["key", "--delay", "100", "space", "Return"])
@@ -103,6 +107,8 @@ extension SystemWindowsTests {
             #expect(toggledBack == .start("org.openreplaykit.reference", microphone: false))
             let cancelled = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
+                // Laid out before the click (a click on a loaded machine could come first and be lost).
+                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
                 try await Task.sleep(for: .milliseconds(200))
                 try await desktop.xdotool(["key", "Escape"])
