@@ -159,11 +159,7 @@ final class StreamPipeline: Sendable {
         // send a later sound packet before an earlier picture.
         let limit = videoOut + Self.audioLead
         while let mixer = state.mixer, mixer.cursor + Int64(mixer.blockSize) <= limit, let block = state.mixer?.nextBlock(now: now) {
-            var mixed = [Float](repeating: 0, count: block.sources.first?.count ?? 0)
-            for source in block.sources {
-                for i in mixed.indices { mixed[i] += source[i] }
-            }
-            for i in mixed.indices { mixed[i] = min(1, max(-1, mixed[i])) }
+            let mixed = AudioMixer.mix(block.sources, gains: block.sources.map { _ in 1 })
             guard mixed.count == audio.frameSize * 2 else { continue }
             let outputs = state.audioOutputs
             let failure: MediaError? = mixed.withUnsafeBufferPointer { buffer in
@@ -212,6 +208,8 @@ final class StreamPipeline: Sendable {
         do throws(MediaError) {
             var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: Int(Self.framesPerSecond), preset: "veryfast", crf: 23)
             settings.keyframeIntervalSeconds = 1
+            // The ring's pictures are full range ('420f'): the stream says so.
+            settings.fullRange = true
             let video = try VideoEncoder(settings: settings, logger: logger)
             let audio = try AudioEncoder(logger: logger)
             let stream = try StreamOutput(url: url, logger: logger)

@@ -157,18 +157,7 @@ final class BroadcastExtensionHost: Sendable {
 
     private func serve(_ connection: ControlConnection) async throws -> Int32 {
         let attach = try await connection.request(ExtensionAttachRequest())
-        let received: Result<(memory: Int32, signal: Int32), ReplayError> = await withCheckedContinuation { continuation in
-            let thread = Thread {
-                do throws(ReplayError) {
-                    continuation.resume(returning: .success(try RingHandover.receive(from: attach.ringSocket)))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-            thread.name = "openreplaykit-ring-handover"
-            thread.start()
-        }
-        let (memory, signal) = try received.get()
+        let (memory, signal) = try await RingHandover.receiveOffThePool(from: attach.ringSocket)
         let ring = try SampleBufferRing(memory: memory, signal: signal)
         let setupInfo = Unchecked(attach.setupInfo.mapValues { NSString(string: $0) as NSObject })
         call { $0.broadcastStarted(withSetupInfo: setupInfo.value) }

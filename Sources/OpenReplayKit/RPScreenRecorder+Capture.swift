@@ -33,20 +33,9 @@ extension RPScreenRecorder {
         if isCapturing { throw RPRecordingError(.attemptToStartInRecordingState, "this app is already capturing: stop it first.") }
         let answer = try await link.request(AppStartCaptureRequest(options: AppSessionOptions(display: display, microphone: isMicrophoneEnabled)),
                                             starting: true)
-        let received: Result<(memory: Int32, signal: Int32), ReplayError> = await withCheckedContinuation { continuation in
-            let thread = Thread {
-                do throws(ReplayError) {
-                    continuation.resume(returning: .success(try RingHandover.receive(from: answer.ringSocket)))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-            thread.name = "openreplaykit-ring-handover"
-            thread.start()
-        }
         let ring: SampleBufferRing
         do throws(ReplayError) {
-            let (memory, signal) = try received.get()
+            let (memory, signal) = try await RingHandover.receiveOffThePool(from: answer.ringSocket)
             ring = try SampleBufferRing(memory: memory, signal: signal)
         } catch {
             _ = try? await link.request(AppStopCaptureRequest())

@@ -1,6 +1,7 @@
 import ReplayIPC
 import ReplayEngine
 import ReplayCapture
+import ReplayMedia
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -421,14 +422,10 @@ extension RecordingSessions {
         } catch {
             throw ReplayError(.extensionFailed, "cannot start the extension \(manifest.identifier): \(error.message)")
         }
-        let thread = Thread { [weak self] in
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            let final = status
-            Task { await self?.extensionExited(pid: pid, status: final) }
+        Task { [weak self] in
+            let status = await DedicatedThread.run(named: "extension-reaper") { Spawn.waitForExit(pid) }
+            await self?.extensionExited(pid: pid, status: status)
         }
-        thread.name = "extension-reaper"
-        thread.start()
         return pid
     }
 

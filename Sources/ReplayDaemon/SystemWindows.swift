@@ -155,11 +155,7 @@ package enum SystemWindows {
         let pid = try Spawn.start(executable, arguments: arguments, standardOutput: .file(answerFile, append: false),
                                   standardError: .file(paths.logFile, append: true), group: .newProcessGroup)
         // The window stays up as long as the person takes: wait for it on a thread of its own.
-        let status = await DedicatedThread.run(named: "replay-ui-wait") { () -> Int32 in
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            return status
-        }
+        let status = await DedicatedThread.run(named: "replay-ui-wait") { Spawn.waitForExit(pid) }
         let text = (try? String(contentsOfFile: answerFile, encoding: .utf8)) ?? ""
         guard status == 0, let line = text.split(separator: "\n").last,
               let answer = try? JSONDecoder().decode(Answer.self, from: Data(line.utf8)) else {

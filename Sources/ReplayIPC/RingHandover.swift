@@ -59,6 +59,23 @@ public enum RingHandover {
         thread.start()
     }
 
+    /// `receive(from:)` on a thread of its own (it blocks until replayd offers, up to its timeout),
+    /// for async callers: the app's capture and a broadcast extension.
+    public static func receiveOffThePool(from path: String) async throws(ReplayError) -> (memory: Int32, signal: Int32) {
+        let received: Result<(memory: Int32, signal: Int32), ReplayError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(ReplayError) {
+                    continuation.resume(returning: .success(try receive(from: path)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "openreplaykit-ring-handover"
+            thread.start()
+        }
+        return try received.get()
+    }
+
     /// The app's side: connects to `path` and receives the ring's descriptors (memory, eventfd),
     /// now open in this process and the caller's. Blocks: call it off the cooperative pool.
     public static func receive(from path: String) throws(ReplayError) -> (memory: Int32, signal: Int32) {

@@ -22,6 +22,13 @@ public enum Spawn {
         case newProcessGroup
     }
 
+    /// Waits (blocking: call it off the cooperative pool) until child `pid` has left; waitpid's status.
+    public static func waitForExit(_ pid: Int32) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status
+    }
+
     /// Starts `executable` (an absolute path) and returns its pid. `environment` nil passes ours.
     /// `descriptors` are handed to the child as its descriptors 3, 4, … (a socket to a helper, say);
     /// nothing else of ours is inherited (our descriptors are close-on-exec).

@@ -24,6 +24,10 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     /// time where the screen was still, as a picture comes only when it changed).
     public var keyframeIntervalSeconds: Double = 2
     public var backend: Backend = .x264
+    /// The pictures' levels: false, video range (16…235, what the capture's `ARGBToI420` makes);
+    /// true, full range (0…255, the frame ring's '420f' NV12 that a broadcast extension encodes).
+    /// The stream says which, so that players show the levels as they were.
+    public var fullRange = false
 
     public init(width: Int, height: Int, framesPerSecond: Int, preset: String, crf: Int) {
         self.width = width
@@ -98,7 +102,7 @@ package final class VideoEncoder: @unchecked Sendable {
         context.pointee.max_b_frames = settings.backend == .vaapi ? 0 : 1
         context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         context.pointee.colorspace = AVCOL_SPC_BT470BG
-        context.pointee.color_range = AVCOL_RANGE_MPEG
+        context.pointee.color_range = settings.fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
         context.pointee.color_primaries = AVCOL_PRI_BT709
         context.pointee.color_trc = AVCOL_TRC_IEC61966_2_1
 

@@ -47,7 +47,7 @@ final class X264Encoder {
         param.vui.i_colmatrix = Int32(AVCOL_SPC_BT470BG.rawValue)
         param.vui.i_colorprim = Int32(AVCOL_PRI_BT709.rawValue)
         param.vui.i_transfer = Int32(AVCOL_TRC_IEC61966_2_1.rawValue)
-        param.vui.b_fullrange = 0
+        param.vui.b_fullrange = settings.fullRange ? 1 : 0
         param.analyse.b_mb_info = 1
         for option in parameters.split(separator: ":") {
             let pair = option.split(separator: "=", maxSplits: 1).map(String.init)

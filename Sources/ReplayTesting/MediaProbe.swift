@@ -10,6 +10,8 @@ public struct MediaStream: Sendable, Decodable {
     public var width: Int?
     public var height: Int?
     public var pixelFormat: String?
+    /// `tv` (video range) or `pc` (full range), as the stream says.
+    public var colorRange: String?
     /// Frames (or audio packets' frames) decoded by `-count_frames`.
     public var readFrames: Int?
     /// Frames the container declares.
@@ -28,7 +30,7 @@ public struct MediaStream: Sendable, Decodable {
 
     enum CodingKeys: String, CodingKey {
         case index, width, height, channels
-        case codecName = "codec_name", codecType = "codec_type", pixelFormat = "pix_fmt"
+        case codecName = "codec_name", codecType = "codec_type", pixelFormat = "pix_fmt", colorRange = "color_range"
         case readFrames = "nb_read_frames", declaredFrames = "nb_frames", duration
         case startTime = "start_time", sampleRate = "sample_rate", averageFrameRate = "avg_frame_rate"
         case tags
@@ -43,6 +45,7 @@ public struct MediaStream: Sendable, Decodable {
         height = try c.decodeIfPresent(Int.self, forKey: .height)
         channels = try c.decodeIfPresent(Int.self, forKey: .channels)
         pixelFormat = try c.decodeIfPresent(String.self, forKey: .pixelFormat)
+        colorRange = try c.decodeIfPresent(String.self, forKey: .colorRange)
         readFrames = (try c.decodeIfPresent(String.self, forKey: .readFrames)).flatMap { Int($0) }
         declaredFrames = (try c.decodeIfPresent(String.self, forKey: .declaredFrames)).flatMap { Int($0) }
         duration = (try c.decodeIfPresent(String.self, forKey: .duration)).flatMap { Double($0) }

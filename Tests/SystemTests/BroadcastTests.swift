@@ -195,6 +195,7 @@ extension SystemTests {
                 let video = info.streams.first { $0.codecType == "video" }
                 let audio = info.streams.first { $0.codecType == "audio" }
                 #expect(video?.codecName == "h264" && video?.width == 640 && video?.height == 480, "\(info.streams)")
+                #expect(video?.colorRange == "pc", "the ring's full-range pictures go out marked full range: \(info.streams)")
                 #expect(audio?.codecName == "aac", "\(info.streams)")
                 #expect((video?.readFrames ?? 0) >= 4, "at least a picture a second: \(String(describing: video?.readFrames))")
                 let stop = try await environment.replay(["stop"], environment: env)

@@ -25,6 +25,7 @@ extension SystemTests {
                 #expect(info.videoStreams.count == 1)
                 #expect(video.codecName == "h264")
                 #expect(video.width == 1280 && video.height == 720)
+                #expect(video.colorRange == "tv", "the capture's video-range pictures are marked so")
                 let frames = video.readFrames ?? 0
                 #expect((146...154).contains(frames), "150 frames ±3 % for 5 s at 30 fps, got \(frames); \(result.stderr)")
                 #expect(info.audioStreams.count == 1, "one audio track (system audio)")
