@@ -41,6 +41,7 @@ bench-tools: release
 ## Three runs, each with the machine to itself: the unit and in-process tests; the broadcast service
 ## against its real servers, ffmpeg publishers and Chromium; then the screen-recording system tests
 ## (with the engine's in-process test on a real display), which measure frames and sound timing.
+## Each under a deadline (scripts/test-phase.sh): a hanging test fails the run in minutes and says so.
 ## Side by side on 2 cores, the browsers, encoders and X servers of one group starve the others.
 UNIT_TESTS_SKIP := ^(SystemTests|SystemWindowsTests|BroadcastServiceTests)\.|EngineDestinationsTests
 SYSTEM_TESTS := ^(SystemTests|SystemWindowsTests)\.|EngineDestinationsTests
@@ -49,9 +50,9 @@ test: bootstrap
 	set -o pipefail; $(SWIFT) build --build-tests 2>&1 | tee .build/build-tests.log
 	@if grep -E '^$(CURDIR)/(Sources|Tests|Benchmarks|Extensions)/[^ ]+: warning:' .build/build-tests.log; then \
 	  echo "make test: the build above has warnings in our code (the house rule is none): fix them"; exit 1; fi
-	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --skip '$(UNIT_TESTS_SKIP)'
-	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '^BroadcastServiceTests\.'
-	ORK_BIN_DIR=$(DEBUG_BIN) $(SWIFT) test --skip-build --filter '$(SYSTEM_TESTS)'
+	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "unit tests" 15 $(SWIFT) test --skip-build --skip '$(UNIT_TESTS_SKIP)'
+	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "broadcast service tests" 15 $(SWIFT) test --skip-build --filter '^BroadcastServiceTests\.'
+	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "system tests" 35 $(SWIFT) test --skip-build --filter '$(SYSTEM_TESTS)'
 
 ## demo: record 10 s of the screen (a virtual display with moving content and sound when there is none);
 ## on that virtual display, SketchPad (Examples/SketchPad) records itself, driven with xdotool; then a live broadcast.

@@ -49,9 +49,10 @@ public final class BackgroundProcess: Sendable {
     private let directory: URL
 
     /// Starts `executable` (a path, or a name looked up in `PATH`). `environment` nil inherits ours.
-    /// `descriptors` become the child's 3, 4, … (the end of a socket pair, say).
+    /// `descriptors` become the child's 3, 4, … (the end of a socket pair, say). `standardInput`: a file
+    /// it reads as its standard input.
     public init(_ executable: String, arguments: [String] = [], environment: [String: String]? = nil,
-                workingDirectory: String? = nil, descriptors: [Int32] = []) throws {
+                workingDirectory: String? = nil, standardInput: String = "/dev/null", descriptors: [Int32] = []) throws {
         let path = try ProcessRunner.resolve(executable, environment: environment)
         directory = try makeTemporaryDirectory(prefix: "ork-proc")
         outputURL = directory.appendingPathComponent("stdout")
@@ -66,7 +67,7 @@ public final class BackgroundProcess: Sendable {
         let child: pid_t
         do throws(ReplayError) {
             child = try Spawn.start(command[0], arguments: Array(command.dropFirst()) + arguments, environment: environment,
-                                    standardOutput: .file(outputURL.path, append: false),
+                                    standardInput: standardInput, standardOutput: .file(outputURL.path, append: false),
                                     standardError: .file(errorURL.path, append: false), descriptors: descriptors,
                                     group: .newProcessGroup)
         } catch {
@@ -136,6 +137,28 @@ public final class BackgroundProcess: Sendable {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// Waits from synchronous code (a `defer`, a blocking helper), blocking the calling thread at most
+    /// `timeout` seconds; nil when it still runs then.
+    public func blockingWait(timeout: Double) -> ProcessResult? {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while true {
+            if let result { return result }
+            if ContinuousClock.now >= deadline { return nil }
+            usleep(20_000)
+        }
+    }
+
+    /// Ends it from synchronous code: `first` (`SIGTERM`, or `SIGINT` for a program that then finishes its
+    /// file), then `SIGKILL` after `grace` seconds. Blocks at most `grace` + 5 s; returns how it ended.
+    @discardableResult
+    public func blockingTerminate(signal first: Int32 = SIGTERM, grace: Double = 3) -> ProcessResult? {
+        if let result { return result }
+        signal(first)
+        if let result = blockingWait(timeout: grace) { return result }
+        signal(SIGKILL)
+        return blockingWait(timeout: 5)
     }
 
     /// Ends it: `SIGTERM`, then `SIGKILL` after `grace`. Never throws; returns how it ended.

@@ -1,4 +1,5 @@
 import Foundation
+import ReplayTesting
 import Synchronization
 import Testing
 
@@ -40,7 +41,7 @@ extension ChromiumPageTests {
         let desktop = try FFmpegPublisher(url: "\(service.rtmpBase)/\(keys[1])", seconds: 120, size: "640x360", directory: directory)
         defer { desktop.stop() }
         let base = service.baseURL
-        let racerProcess = racer.process.processIdentifier
+        let racerProcess = racer.process.pid
         let deadline = Date().addingTimeInterval(20)
         while try ServiceSystemTests.liveBroadcasts(service, session: api).count < 2, Date() < deadline { try await Task.sleep(for: .milliseconds(200)) }
         #expect(try ServiceSystemTests.liveBroadcasts(service, session: api).count == 2)
@@ -176,7 +177,7 @@ final class ProxyList: Sendable {
         try proxies.withLock { proxies in
             let proxy = try CuttableProxy(to: port, listen: listen, directory: directory)
             proxies.append(proxy)
-            return (proxy.process.processIdentifier, proxy.port)
+            return (proxy.process.pid, proxy.port)
         }
     }
 

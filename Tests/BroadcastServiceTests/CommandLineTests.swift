@@ -36,14 +36,7 @@ struct CommandLineTests {
         #expect(try run(["key", "revoke", key]).status == 0)
         #expect(try run(["key", "revoke", key]).status != 0, "already revoked")
         // A bare file name is a file in the working directory.
-        let relative = Process()
-        relative.executableURL = URL(fileURLWithPath: ServiceProcess.binary)
-        relative.arguments = ["key", "create", "nobody", "--database", "bare.sqlite"]
-        relative.currentDirectoryURL = directory
-        relative.standardOutput = FileHandle.nullDevice
-        relative.standardError = FileHandle.nullDevice
-        try relative.run()
-        relative.waitUntilExit()
+        _ = try Command.run(ServiceProcess.binary, ["key", "create", "nobody", "--database", "bare.sqlite"], workingDirectory: directory)
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("bare.sqlite").path))
         // The default database lives under $XDG_DATA_HOME.
         let xdg = try Command.run(ServiceProcess.binary, ["user", "create", "ivy"], stdin: "long-enough-password\n",

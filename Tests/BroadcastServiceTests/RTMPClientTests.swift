@@ -156,29 +156,28 @@ struct RTMPClientSystemTests {
         }
     }
 
-    /// Runs a command without blocking a thread of the cooperative pool.
+    /// Runs a command without blocking a thread of the cooperative pool; killed after `timeout`, and
+    /// when the test is cancelled.
     static func run(_ executable: String, _ arguments: [String], timeout: Duration = .seconds(30)) async throws -> CommandResult {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("ork-cmd-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [executable] + arguments
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = try FileHandle(forWritingTo: output)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { process.terminate(); process.waitUntilExit() }
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        return CommandResult(status: process.terminationStatus, stdout: text, stderr: text)
+        let process = try BackgroundProcess(executable, arguments: arguments)
+        let result: ProcessResult
+        do {
+            result = try await process.waitForExit(timeout: timeout)
+        } catch {
+            await process.terminate(grace: .seconds(1))
+            guard let ended = process.result, !Task.isCancelled else { throw error }
+            result = ended
+        }
+        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status,
+                             stdout: result.stdout + result.stderr, stderr: result.stdout + result.stderr)
     }
 
     @Test func publishesToNginxAndFFprobeReadsItBack() async throws {
         let directory = try ServiceProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let tags = try FLVFile.tags(of: try FLVFile.make(seconds: 5, directory: directory))
+        // Long enough that the player, however late a loaded machine starts it, joins while media flows
+        // (a player that joins after the last tag waits for media that never comes).
+        let tags = try FLVFile.tags(of: try FLVFile.make(seconds: 10, directory: directory))
         #expect(tags.contains { $0.type == 9 } && tags.contains { $0.type == 8 })
         let nginx = try await NginxRTMPServer.start()
         do {

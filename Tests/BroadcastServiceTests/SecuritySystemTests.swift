@@ -1,4 +1,5 @@
 import Foundation
+import ReplayTesting
 import Testing
 
 /// The defences of issue 15, each against the running `broadcast-service` binary.
@@ -134,7 +135,7 @@ struct SecuritySystemTests {
         let deadline = Date().addingTimeInterval(10)
         while first.process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!first.process.isRunning, "the first publisher is disconnected")
-        if !first.process.isRunning { #expect(first.process.terminationStatus != 0) }
+        if let ended = first.process.result { #expect(!ended.succeeded, "\(ended)") }
         #expect(second.process.isRunning, "the second one publishes on")
         #expect(service.log.contains("RTMP publish closed: the broadcast was ended by the service"))
         #expect(try ServiceSystemTests.liveBroadcasts(service, session: CurlSession(directory: directory)).count == 1)
@@ -375,23 +376,15 @@ struct ChromiumCSRFTests {
             <input name="csrf" value="x"><input name="label" value="forged"></form>
             <script>document.cookie = "ork_csrf=x; Domain=example.test; Path=/account/keys"; document.forms[0].submit()</script>
             """.write(to: site.appendingPathComponent("attack.html"), atomically: true, encoding: .utf8)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        server.arguments = ["-c", """
+        let server = try BackgroundProcess("/usr/bin/python3", arguments: ["-c", """
             import http.server, functools, sys
             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
             s = http.server.HTTPServer(("127.0.0.1", 0), h); print(s.server_address[1], flush=True); s.serve_forever()
-            """, site.path]
-        let portFile = directory.appendingPathComponent("evil-port")
-        _ = FileManager.default.createFile(atPath: portFile.path, contents: nil)
-        server.standardOutput = try FileHandle(forWritingTo: portFile)
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        // SIGKILL: a child of Process may have SIGTERM blocked (Python's server then never exits).
-        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+            """, site.path])
+        defer { server.blockingTerminate(grace: 2) }
         var evilPort = 0
         for _ in 0..<100 where evilPort == 0 {
-            evilPort = Int(((try? String(contentsOf: portFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            evilPort = Int(server.currentOutput.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(evilPort != 0)

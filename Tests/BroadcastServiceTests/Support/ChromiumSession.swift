@@ -1,12 +1,13 @@
 import Foundation
 import HummingbirdWSClient
 import Logging
+import ReplayTesting
 import NIOCore
 import Synchronization
 
 /// Headless Chromium started for one test, with a fresh profile, driven over the DevTools protocol.
 final class Chromium {
-    let process = Process()
+    let process: BackgroundProcess
     let profile: URL
     private(set) var port = 0
 
@@ -14,15 +15,10 @@ final class Chromium {
     init(directory: URL, extraArguments: [String] = []) throws {
         profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
-        process.arguments = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=\(profile.path)",
+        process = try BackgroundProcess("/usr/bin/chromium", arguments: ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=\(profile.path)",
                              "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
                              "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio"]
-            + extraArguments + ["about:blank"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+            + extraArguments + ["about:blank"])
         // Chromium writes the port it chose into DevToolsActivePort.
         let file = profile.appendingPathComponent("DevToolsActivePort")
         let deadline = Date().addingTimeInterval(30)
@@ -38,13 +34,9 @@ final class Chromium {
     }
 
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(5)
-            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
-        process.waitUntilExit()
+        process.blockingTerminate(grace: 5)
+        // Its helpers (renderer, GPU, zygote) are in its process group.
+        kill(-process.pid, SIGKILL)
         try? FileManager.default.removeItem(at: profile)
     }
 

@@ -1,10 +1,11 @@
 import Foundation
+import ReplayTesting
 
 /// A TCP proxy on loopback in front of a server, whose connections a test can cut (as a network drop
 /// would: the browser's sockets close) while it keeps accepting new ones. A small Python program with
 /// real sockets; SIGUSR1 cuts every open connection.
 final class CuttableProxy {
-    let process = Process()
+    let process: BackgroundProcess
     private(set) var port = 0
 
     static let program = #"""
@@ -21,9 +22,6 @@ final class CuttableProxy {
                 try: s.shutdown(socket.SHUT_RDWR)
                 except OSError: pass
     signal.signal(signal.SIGUSR1, cut)
-    # The test runner's children inherit its blocked signals: take ours back.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGUSR1, signal.SIGTERM])
     def pump(a, b):
         try:
             while True:
@@ -50,17 +48,10 @@ final class CuttableProxy {
     init(to port: Int, listen: Int = 0, directory: URL) throws {
         let script = directory.appendingPathComponent("proxy-\(UUID().uuidString).py")
         try Self.program.write(to: script, atomically: true, encoding: .utf8)
-        let output = directory.appendingPathComponent("proxy-\(UUID().uuidString).port")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [script.path, String(port), String(listen)]
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try BackgroundProcess("/usr/bin/python3", arguments: [script.path, String(port), String(listen)])
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if let text = try? String(contentsOf: output, encoding: .utf8), let p = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            if let p = Int(process.currentOutput.trimmingCharacters(in: .whitespacesAndNewlines)) {
                 self.port = p
                 return
             }
@@ -71,10 +62,7 @@ final class CuttableProxy {
     }
 
     /// Cuts every connection open now.
-    func cut() { kill(process.processIdentifier, SIGUSR1) }
+    func cut() { process.signal(SIGUSR1) }
 
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    func stop() { process.blockingTerminate(signal: SIGKILL) }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ReplayTesting
 
 /// A throwaway PostgreSQL server on loopback, run as the `postgres` user with trust authentication.
 final class PostgresServer {
@@ -8,7 +9,7 @@ final class PostgresServer {
             && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && getpwnam("postgres") != nil
     }
 
-    let process = Process()
+    let process: BackgroundProcess
     let dataDirectory: URL
     let port: Int
     var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
@@ -25,13 +26,8 @@ final class PostgresServer {
                                                                         "--no-sync"], timeout: 120)
         guard initdb.status == 0 else { throw TestFailure("initdb failed: \(initdb.stderr)") }
         port = Int.random(in: 20000...40000)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = asPostgres + [Self.bin + "/postgres", "-D", dataDirectory.path, "-p", "\(port)", "-h", "127.0.0.1",
-                                          "-k", dataDirectory.path, "-c", "fsync=off"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try BackgroundProcess("/usr/bin/setpriv", arguments: asPostgres + [Self.bin + "/postgres", "-D", dataDirectory.path, "-p", "\(port)",
+                                                                                    "-h", "127.0.0.1", "-k", dataDirectory.path, "-c", "fsync=off"])
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if try Command.run("/usr/bin/pg_isready", ["-h", "127.0.0.1", "-p", "\(port)"]).status == 0 { return }
@@ -44,12 +40,6 @@ final class PostgresServer {
 
     /// Fast shutdown (SIGINT), then SIGKILL.
     func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGINT)
-            let deadline = Date().addingTimeInterval(10)
-            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
-        process.waitUntilExit()
+        process.blockingTerminate(signal: SIGINT, grace: 10)
     }
 }

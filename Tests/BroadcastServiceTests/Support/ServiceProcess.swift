@@ -1,4 +1,5 @@
 import Foundation
+import ReplayTesting
 import Testing
 
 /// Runs a command to completion; returns its status and outputs.
@@ -8,51 +9,45 @@ struct CommandResult {
     var stderr: String
 }
 
+/// The tests' children are started by ReplayTesting's `BackgroundProcess` (posix_spawn with default
+/// signal handling, exit collected with waitpid), never Foundation's `Process`: its children inherit
+/// the signals this process ignores (a SIGTERM then never ends them) and its `waitUntilExit` can wait
+/// forever for an exit it missed, blocking a thread of the cooperative pool (a whole run hung so).
 enum Command {
     static func run(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
-                    timeout: Double = 60) throws -> CommandResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
-        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
-        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ork-cmd-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let out = directory.appendingPathComponent("out"), err = directory.appendingPathComponent("err")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        let input = Pipe()
-        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
-        try process.run()
+                    workingDirectory: URL? = nil, timeout: Double = 60) throws -> CommandResult {
+        var input = "/dev/null"
+        var inputFile: URL?
         if let stdin {
-            input.fileHandleForWriting.write(Data(stdin.utf8))
-            try input.fileHandleForWriting.close()
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("ork-stdin-\(UUID().uuidString)")
+            guard FileManager.default.createFile(atPath: file.path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600]) else {
+                throw TestFailure("cannot write \(file.path)")
+            }
+            input = file.path
+            inputFile = file
         }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return CommandResult(status: process.terminationStatus,
-                             stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                             stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        defer { if let inputFile { try? FileManager.default.removeItem(at: inputFile) } }
+        let process = try BackgroundProcess(executable, arguments: arguments,
+                                            environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } },
+                                            workingDirectory: workingDirectory?.path, standardInput: input)
+        guard let result = process.blockingWait(timeout: timeout) ?? process.blockingTerminate(grace: 2) else {
+            throw TestFailure("`\(executable)` did not end, even killed")
+        }
+        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
     }
 }
 
 /// The `broadcast-service` binary running on loopback with a database in a temporary folder.
 final class ServiceProcess {
     let directory: URL
-    let process = Process()
+    let process: BackgroundProcess
     private(set) var httpPort = 0
     private(set) var rtmpPort = 0
-    let stdoutURL: URL
-    let stderrURL: URL
 
     let databaseArgument: String
     var baseURL: String { "http://127.0.0.1:\(httpPort)" }
     var rtmpBase: String { "rtmp://127.0.0.1:\(rtmpPort)/live" }
-    var log: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+    var log: String { process.currentError }
 
     /// The built binary: `$ORK_BIN_DIR/broadcast-service`, else beside the test bundle.
     static var binary: String {
@@ -72,23 +67,13 @@ final class ServiceProcess {
     /// Starts the service and waits for its ready line.
     init(directory: URL, arguments: [String] = [], database: String? = nil) throws {
         self.directory = directory
-        stdoutURL = directory.appendingPathComponent("stdout-\(UUID().uuidString).log")
-        stderrURL = directory.appendingPathComponent("stderr-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Self.binary)
         self.databaseArgument = database ?? directory.appendingPathComponent("service.sqlite").path
-        process.arguments = ["--host", "127.0.0.1", "--port", "0", "--rtmp-port", "0", "--database", databaseArgument,
-                             "--bcrypt-cost", "6", "--log-level", "debug"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["XDG_DATA_HOME": directory.path]) { $1 }
-        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
-        process.standardError = try FileHandle(forWritingTo: stderrURL)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try BackgroundProcess(Self.binary, arguments: ["--host", "127.0.0.1", "--port", "0", "--rtmp-port", "0",
+                                                                 "--database", databaseArgument, "--bcrypt-cost", "6", "--log-level", "debug"] + arguments,
+                                        environment: ProcessInfo.processInfo.environment.merging(["XDG_DATA_HOME": directory.path]) { $1 })
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
-            let out = (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? ""
-            if let line = out.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) {
+            if let line = process.currentOutput.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) {
                 for part in line.split(separator: " ") {
                     if part.hasPrefix("http=") { httpPort = Int(part.dropFirst(5)) ?? 0 }
                     if part.hasPrefix("rtmp=") { rtmpPort = Int(part.dropFirst(5)) ?? 0 }
@@ -119,12 +104,7 @@ final class ServiceProcess {
                 Issue.record("the service logged a stream key (\(key.output.prefix(9))…)")
             }
         }
-        guard process.isRunning else { return }
-        process.terminate()
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.blockingTerminate(grace: 10)
     }
 
     /// Runs the binary's administration commands on this service's database.
@@ -157,41 +137,27 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// ffmpeg publishing a test pattern and a tone over RTMP.
 final class FFmpegPublisher {
-    let process = Process()
-    let logURL: URL
+    let process: BackgroundProcess
 
     init(url: String, seconds: Int, size: String = "320x240", directory: URL) throws {
-        logURL = directory.appendingPathComponent("ffmpeg-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        process.arguments = ["-hide_banner", "-loglevel", "warning", "-nostdin", "-re",
-                             "-f", "lavfi", "-i", "testsrc=size=\(size):rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-                             "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p", "-g", "30",
-                             "-c:a", "aac", "-b:a", "64k", "-t", "\(seconds)", "-f", "flv", url]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: logURL)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try BackgroundProcess("/usr/bin/ffmpeg", arguments: [
+            "-hide_banner", "-loglevel", "warning", "-nostdin", "-re",
+            "-f", "lavfi", "-i", "testsrc=size=\(size):rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p", "-g", "30",
+            "-c:a", "aac", "-b:a", "64k", "-t", "\(seconds)", "-f", "flv", url])
     }
 
-    var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+    var log: String { process.currentError }
 
+    /// Waits for it to end (stopping it after `timeout`); its exit status (128 + the signal when killed).
     func wait(timeout: Double = 60) -> Int32 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        stop()
-        return process.terminationStatus
+        guard let result = process.blockingWait(timeout: timeout) ?? stop() else { return -1 }
+        return result.terminatedBySignal ? 128 + result.status : result.status
     }
 
-    func stop() {
-        if process.isRunning {
-            process.interrupt()
-            let deadline = Date().addingTimeInterval(5)
-            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
-        process.waitUntilExit()
-    }
+    /// SIGINT (ffmpeg then closes its stream), SIGKILL after 5 s.
+    @discardableResult
+    func stop() -> ProcessResult? { process.blockingTerminate(signal: SIGINT, grace: 5) }
 }
 
 /// A small HTTP client over curl with a cookie jar (a browser's session for form flows).
