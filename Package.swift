@@ -200,7 +200,7 @@ let package = Package(
 
         .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayCaptureTests", dependencies: ["ReplayCapture"], swiftSettings: swiftSettings),
-        .testTarget(name: "ReplayEngineTests", dependencies: ["ReplayEngine", "ReplayMedia", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "ReplayEngineTests", dependencies: ["ReplayEngine", "ReplayCapture", "ReplayMedia", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayIPCTests", dependencies: ["ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayDaemonTests", dependencies: ["ReplayDaemon", "ReplayIPC", "ReplayTesting",
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],

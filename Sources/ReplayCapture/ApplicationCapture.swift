@@ -21,6 +21,17 @@ package protocol FrameSource: AnyObject, Sendable {
     /// Redirects (Composite) what later frames read from windows' pixmaps, a moment before time
     /// zero: a pixmap holds a window's pixels once its client has repainted.
     func prime()
+    /// Waits (blocking its thread) until something may have changed or until `deadline` (monotonic
+    /// ns): true when woken early, so that a picture can be taken at once instead of at the next tick.
+    /// A source that cannot tell sleeps to the deadline and says false.
+    func waitForChange(until deadline: Int64) -> Bool
+}
+
+extension FrameSource {
+    package func waitForChange(until deadline: Int64) -> Bool {
+        MonotonicClock.sleep(until: deadline)
+        return false
+    }
 }
 
 /// Captures only the windows of one application: the process `scope` names and every process below
@@ -69,6 +80,9 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     private var nextExtent = PixelRect(x: 0, y: 0, width: 0, height: 0)
     private var needsCompose = true
     private let excludedWindows = Mutex<[UInt32]>([])
+    /// Damage taken by `waitForChange`, for the next `update`.
+    private var pendingDamage: Set<xcb_damage_damage_t> = []
+    private var pendingChange = false
 
     /// Opens `display` to capture the windows of `processID` and its descendants.
     package init(display: String, processID: Int32, logger: Logger) throws(CaptureError) {
@@ -141,8 +155,10 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     package func update() throws(CaptureError) -> Bool {
         current.changedFraction = 0
         guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
-        var notified: Set<xcb_damage_damage_t> = []
-        var changed = drainEvents(into: &notified) || needsCompose
+        var notified = pendingDamage
+        var changed = drainEvents(into: &notified) || pendingChange || needsCompose
+        pendingDamage = []
+        pendingChange = false
         guard changed else { return false }
         let connection = x.connection
         // From here to the last read the windows cannot change: the list and the pixels agree.
@@ -186,6 +202,22 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
         }
         current.changedFraction = Double(rows.count) / Double(max(1, screenRect.height))
         return true
+    }
+
+    /// Waits on the X connection: the application's drawing (DAMAGE) or a change of the window list
+    /// wakes it, so its picture is taken when it draws instead of up to a frame later.
+    package func waitForChange(until deadline: Int64) -> Bool {
+        let descriptor = xcb_get_file_descriptor(x.connection)
+        while !x.hasFailed {
+            if drainEvents(into: &pendingDamage) { pendingChange = true }
+            if pendingChange || needsCompose { return true }
+            let left = deadline - MonotonicClock.now()
+            guard left > 0 else { return false }
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            // Rounded up, so that a wait never ends before the deadline and spins.
+            if poll(&entry, 1, Int32((left + 999_999) / 1_000_000)) == 0 { return false }
+        }
+        return false
     }
 
     /// Takes every waiting event: damage to the application's windows, and changes of the window

@@ -256,13 +256,23 @@ final class CapturePipeline: @unchecked Sendable {
         var lastSent: Int64?   // nil until the first picture went out (which goes out changed or not)
         var push = PushThrough(framesPerSecond: fps)
         var latestChange: Int64 = -1   // the capture's own copy of `lastChange` (it is the only writer)
+        var previous: Int64?   // when the last picture was taken
         defer {
             endTime.store(end ?? tick, ordering: .releasing)
             frames.close()
         }
         while true {
             tick = start + index * 1_000_000_000 / fps
-            MonotonicClock.sleep(until: tick)
+            if !encoding, let previous, previous + interval < tick {
+                // Capture only (an app's own samples, no encoder on a frame clock): a picture is taken as
+                // soon as the application draws, a frame's time after the last one at the earliest, instead
+                // of at the next tick: what it draws reaches its handler in milliseconds, not up to a frame later.
+                MonotonicClock.sleep(until: previous + interval)
+                if capture.waitForChange(until: tick) { tick = max(MonotonicClock.now(), previous + interval) }
+            } else {
+                MonotonicClock.sleep(until: tick)
+            }
+            previous = tick
             let stopping = stopRequested.load(ordering: .acquiring)
             let late = MonotonicClock.now() - tick
             if late >= interval, !stopping {

@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import Logging
+import class ReplayCapture.ApplicationCapture
 @testable import ReplayEngine
 @testable import ReplayMedia
 import ReplayTesting
@@ -99,6 +100,32 @@ struct ApplicationCaptureTests {
             #expect(report.isEmpty, "at the end A is at its new place, whole under B's second window, black elsewhere: \(report)")
             await a.stop()
             await b.stop()
+        }
+    }
+
+    /// A capture-only session takes the application's picture when it draws, not at the next tick:
+    /// its drawing wakes the capture's wait before the deadline. (The test application repaints its
+    /// window every 50 ms, as a live one does: those repaints wake the wait too, and change nothing.)
+    @Test func theApplicationsDrawingWakesTheCapture() async throws {
+        try await TestEnvironment.with(Self.environment()) { environment in
+            var options = TestApp.Options(colour: Self.red, rect: PixelRect(x: 20, y: 20, width: 140, height: 90))
+            options.moveTo = (200, 120)
+            options.moveAfter = 2.0
+            let app = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil, options: options)
+            defer { app.kill() }
+            let capture = try ApplicationCapture(display: environment.xvfb.display, processID: app.pid, logger: logger)
+            capture.prime()
+            let opened = MonotonicClock.now(), end = opened + 4_000_000_000
+            var movedAt: Int64?
+            while MonotonicClock.now() < end {
+                // Woken before the deadline by the application's drawing; the picture changes at its move.
+                if capture.waitForChange(until: end), try capture.update(), MonotonicClock.now() - opened > 1_000_000_000 {
+                    movedAt = movedAt ?? MonotonicClock.now()
+                }
+            }
+            #expect(movedAt.map { $0 < end - 500_000_000 } == true,
+                    "the window's move (2 s after it opened) woke the capture at once, and its picture changed")
+            await app.stop()
         }
     }
 
