@@ -10,6 +10,8 @@
 #   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
 #   BENCH_APP       0 skips issue 13's in-app figures (Benchmarks/app.sh: capture latency, the app's
 #                   CPU, replayd app vs system recording, the clip buffer's memory)
+#   BENCH_BROADCAST 0 skips issue 16's broadcast figures (Benchmarks/broadcast.sh: start -> first frame
+#                   at the ingest, the upload extension's memory, replayd + extension CPU beside ffmpeg)
 #   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
 #                   macroblocks did not change: the encoder before the damage map), and its ratio
 set -euo pipefail
@@ -125,6 +127,11 @@ echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, displ
 # recording of the same content (a display, sound server and replayd of their own).
 if [ "${BENCH_APP:-1}" != 0 ]; then
   ORK_BIN_DIR="$BIN" bash "$HERE/app.sh"
+fi
+
+if [ "${BENCH_BROADCAST:-1}" != 0 ]; then
+  echo
+  ORK_BIN_DIR="$BIN" bash "$HERE/broadcast.sh"
 fi
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio

@@ -203,7 +203,10 @@ final class CapturePipeline: @unchecked Sendable {
         startTime.store(start, ordering: .releasing)
         logger.debug("time zero of the recording: \(start / 1_000_000_000).\(String(format: "%09lld", start % 1_000_000_000)) s CLOCK_MONOTONIC")
         for (index, source) in sources.enumerated() {
-            source.deliver(to: { [self] anchor, offset, samples, latency in
+            // Weak: the source keeps its sink, and the pipeline keeps the source (a strong `self` here kept
+            // every finished recording's pipeline, its capture and its sound sources alive: 130 MB a session).
+            source.deliver(to: { [weak self] anchor, offset, samples, latency in
+                guard let self else { return }
                 let position = Self.samples(from: start, to: anchor) + offset
                 // Wait for a bursty source as long as its latency says, plus 100 ms, at most 3 s.
                 let wait = min(Self.maximumAudioWait, Int(Self.samples(from: 0, to: latency)) + 4_800)
