@@ -266,12 +266,15 @@ final class CapturePipeline: @unchecked Sendable {
         }
         while true {
             tick = start + index * 1_000_000_000 / fps
-            if !encoding, let previous, previous + interval < tick {
-                // Capture only (an app's own samples, no encoder on a frame clock): a picture is taken as
-                // soon as the application draws, a frame's time after the last one at the earliest, instead
-                // of at the next tick: what it draws reaches its handler in milliseconds, not up to a frame later.
-                MonotonicClock.sleep(until: previous + interval)
-                if capture.waitForChange(until: tick) { tick = max(MonotonicClock.now(), previous + interval) }
+            // Capture only (an app's own samples, no encoder on a frame clock): a picture is taken as soon
+            // as the application draws instead of at the next tick, so that what it draws reaches its handler
+            // in milliseconds, not up to a frame later. At most `fps` pictures a second still go out (a
+            // frame's time after the last one sent), and a drawing that changed nothing (a repaint of the same
+            // pixels) is looked at again half a frame later at the earliest.
+            let earliest = previous.map { max($0 + interval / 2, (lastSent ?? $0) + interval) }
+            if !encoding, let earliest, earliest < tick {
+                MonotonicClock.sleep(until: earliest)
+                if capture.waitForChange(until: tick) { tick = max(MonotonicClock.now(), earliest) }
             } else {
                 MonotonicClock.sleep(until: tick)
             }

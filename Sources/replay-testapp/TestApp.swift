@@ -18,7 +18,7 @@ struct TestApp: AsyncParsableCommand {
             Steps: child=EXECUTABLE|ARG|ARG… (a child process, part of the app), start, stop, stop-to=PATH, discard, present, mic=on|off, available, \
             clip-start, clip-export=PATH:SECONDS, clip-stop, sleep=SECONDS, \
             capture=SECONDS[@X,Y…] (in-app capture: counts, times, the app's CPU-seconds, and the last picture's Y/Cb/Cr at each point), \
-            capture-log=PATH (the next capture writes each picture's CLOCK_MONOTONIC arrival in ns and its Y at the first point), \
+            capture-log=PATH (the next capture writes each picture's CLOCK_MONOTONIC arrival in ns, its Y at the first point and its presentation time in ns), \
             wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
             (RPScreen.isCaptured's changes), hold (until killed).
             """)
@@ -194,8 +194,9 @@ final class CaptureTally: Sendable {
     private let points: [(Int, Int)]
     private let logsArrivals: Bool
     private let state = Mutex(State())
-    /// With `logsArrivals`: each picture's arrival (CLOCK_MONOTONIC ns, read first thing in the handler) and Y at the first point.
-    private let arrivalLog = Mutex<[(UInt64, Int)]>([])
+    /// With `logsArrivals`: each picture's arrival (CLOCK_MONOTONIC ns, read first thing in the handler), Y at the first
+    /// point, and when it was taken (its presentation time: CLOCK_MONOTONIC ns).
+    private let arrivalLog = Mutex<[(UInt64, Int, Int64)]>([])
 
     init(points: [(Int, Int)], logsArrivals: Bool = false) {
         self.points = points
@@ -204,7 +205,7 @@ final class CaptureTally: Sendable {
 
     /// The arrival log as lines `NS Y`.
     func arrivals() -> String {
-        arrivalLog.withLock { $0.map { "\($0.0) \($0.1)\n" }.joined() }
+        arrivalLog.withLock { $0.map { "\($0.0) \($0.1) \($0.2)\n" }.joined() }
     }
 
     private static func monotonicNanoseconds() -> UInt64 {
@@ -233,7 +234,8 @@ final class CaptureTally: Sendable {
                 }
             }
             if logsArrivals, let first = samples.first, let luma = Int(first.split(separator: ",")[0]) {
-                arrivalLog.withLock { $0.append((arrival, luma)) }
+                let taken = CMSampleBufferGetPresentationTimeStamp(buffer).value
+                arrivalLog.withLock { $0.append((arrival, luma, taken)) }
             }
             state.withLock { state in
                 state.video += 1
