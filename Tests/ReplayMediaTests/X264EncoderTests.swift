@@ -121,6 +121,34 @@ import ReplayTesting
         #expect(untold.g > 200 && untold.b < 50, "without the map both squares are there, got \(untold)")
     }
 
+    /// A live stream's encoder (`lowLatency`) gives each picture back as it takes it, with no
+    /// B-frame; the recorder's holds a few back for its look-ahead and B-frame. Both backends.
+    @Test(arguments: [VideoEncoderSettings.Backend.x264, .libavcodecX264])
+    func lowLatencyGivesEachPictureAtOnce(backend: VideoEncoderSettings.Backend) throws {
+        func held(lowLatency: Bool) throws -> (first: Int?, reorder: Int32) {
+            var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
+            settings.backend = backend
+            settings.lowLatency = lowLatency
+            let video = try VideoEncoder(settings: settings, logger: logger)
+            let track = TrackOutputs()   // the packets themselves are not this test's subject
+            let frame = VideoFrame(width: width, height: height)
+            var firstOut: Int?
+            for tick in 0..<12 {
+                let pixels = picture(squares: [(x: tick * 16, y: 80, bgr: [0, 255, 0])])
+                pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+                frame.changedBlocks.markAll()
+                frame.changedFraction = 1
+                if try video.encode(frame, pts: Int64(tick), to: track) != nil, firstOut == nil { firstOut = tick }
+            }
+            return (firstOut, video.trackFormat(name: "v").codec.pointee.has_b_frames)
+        }
+        let live = try held(lowLatency: true)
+        #expect(live.first == 0, "the first picture comes out as it goes in: \(String(describing: live.first))")
+        #expect(live.reorder == 0, "no B-frames")
+        let recorder = try held(lowLatency: false)
+        #expect((recorder.first ?? 99) > 0, "the recorder's encoder holds pictures back: \(String(describing: recorder.first))")
+    }
+
     @Test func marksTheMacroblocksAnAreaTouches() {
         var map = ChangedMacroblocks(width: 100, height: 40)   // 7 x 3 macroblocks
         #expect(map.columns == 7 && map.rows == 3 && map.all)
