@@ -103,7 +103,7 @@ final class RTMPSetupWindow {
         title.justify(.center)
         column.append(title)
         let hint = Label(applicationName.isEmpty ? "Send the screen to an RTMP or SRT server."
-                                                 : "Send the screen, with \(applicationName), to an RTMP or SRT server.", wraps: true)
+                                                 : "Send the screen, \(applicationName) in front, to an RTMP or SRT server.", wraps: true)
         hint.justify(.center)
         hint.addStyleClass("dim-label")
         column.append(hint)

@@ -42,8 +42,8 @@ open class RPBroadcastSetupViewController: NSObject {
     /// The application whose broadcast this is (ReplayKit's `loadBroadcastingApplicationInfo`): its
     /// identifier (`org.gnome.Calculator`: its desktop entry's name, else its executable's), its
     /// name, and its icon (a PNG file), when it has one. For a system broadcast it is the
-    /// application that had the focus when the broadcast was asked for. `completion` is called
-    /// before this returns, on the caller's thread.
+    /// application that had the focus when the broadcast was asked for (empty strings when none
+    /// had it). `completion` is called before this returns.
     public func loadBroadcastingApplicationInfo(completion: (_ bundleID: String, _ displayName: String, _ appIcon: URL?) -> Void) {
         guard let application = extensionContext?.application else {
             completion("", "", nil)

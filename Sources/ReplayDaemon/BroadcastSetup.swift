@@ -54,8 +54,8 @@ extension RecordingSessions {
     /// Runs `service`'s setup extension when its manifest names one and `options` carry no setup
     /// values (`--setup`): what the extension completed the request with, nil when no setup ran,
     /// or why the broadcast must not start (cancelled, not installed, left without an answer).
-    func runBroadcastSetup(for service: ExtensionManifest, in catalog: ExtensionCatalog, options: BroadcastOptions,
-                           clientPID: Int32) async -> Result<BroadcastSetupOutcome?, ReplayError> {
+    func runBroadcastSetup(for service: ExtensionManifest, in catalog: ExtensionCatalog,
+                           options: BroadcastOptions) async -> Result<BroadcastSetupOutcome?, ReplayError> {
         guard let setupID = service.setupExtension, options.setupInfo.isEmpty else { return .success(nil) }
         guard let setup = catalog.setupExtension(setupID) else {
             return .failure(ReplayError(.unknownService, "\(service.displayName) (\(service.identifier)) sets up its broadcasts with the setup extension \(setupID), which is not installed: reinstall the service, or give its settings with `replay broadcast --setup KEY=VALUE`."))
@@ -63,7 +63,7 @@ extension RecordingSessions {
         guard broadcastSetup == nil else {
             return .failure(ReplayError(.sessionActive, "another broadcast is being set up (\(broadcastSetup?.manifest.identifier ?? "?")): finish or cancel it first."))
         }
-        let application = await Self.broadcastApplication(display: options.display, clientPID: clientPID)
+        let application = await Self.broadcastApplication(display: options.display)
         guard broadcastSetup == nil else {
             return .failure(ReplayError(.sessionActive, "another broadcast is being set up (\(broadcastSetup?.manifest.identifier ?? "?")): finish or cancel it first."))
         }
@@ -209,8 +209,8 @@ extension RecordingSessions {
     }
 
     /// The application a system broadcast is of: the one with the focus on `display` (as the
-    /// window manager says), else the client that asked for the broadcast.
-    static func broadcastApplication(display: String, clientPID: Int32) async -> BroadcastApplicationInfo {
+    /// window manager says); empty strings when none has it (the screen itself is broadcast).
+    static func broadcastApplication(display: String) async -> BroadcastApplicationInfo {
         var focused: Int32?
         let first = AsyncStream<Int32?>.makeStream()
         if let watcher = try? FocusWatcher(display: display, changed: { first.continuation.yield($0) }) {
@@ -218,7 +218,8 @@ extension RecordingSessions {
             focused = await iterator.next() ?? nil
             watcher.stop()
         }
-        let identity = focused.flatMap { AppIdentity.of(pid: $0) } ?? AppIdentity.of(pid: clientPID)
+        // replayd's own windows (the recording indicator) are no application's.
+        let identity = focused.flatMap { $0 == getpid() ? nil : AppIdentity.of(pid: $0) }
         return BroadcastApplicationInfo(bundleIdentifier: identity?.identifier ?? "", name: identity?.name ?? "", iconPath: identity?.iconPath)
     }
 }

@@ -126,7 +126,7 @@ extension RecordingSessions {
         }
         // Its setup extension asks the person first (BroadcastSetup.swift), unless --setup said it all.
         let setup: BroadcastSetupOutcome?
-        switch await runBroadcastSetup(for: manifest, in: catalog, options: options, clientPID: clientPID) {
+        switch await runBroadcastSetup(for: manifest, in: catalog, options: options) {
         case .success(let outcome): setup = outcome
         case .failure(let error): return .failure(error)
         }

@@ -38,8 +38,8 @@ public struct ExtensionSetupAttachAnswer: Codable, Sendable, Equatable {
     public var identifier: String
     /// The upload extension (broadcast service) it sets up.
     public var service: String
-    /// The application whose broadcast it is: the focused one for a system broadcast (else the one
-    /// that asked), the app itself for an in-app broadcast.
+    /// The application whose broadcast it is: the focused one for a system broadcast (empty strings
+    /// when none has the focus).
     public var application: BroadcastApplicationInfo
     public init(identifier: String, service: String, application: BroadcastApplicationInfo) {
         self.identifier = identifier

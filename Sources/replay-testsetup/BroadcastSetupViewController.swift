@@ -48,7 +48,7 @@ class BroadcastSetupViewController: RPBroadcastSetupViewController {
         // URL of the resource where broadcast can be viewed that will be returned to the application
         let broadcastURL = url.flatMap { URL(string: $0) }
         // Dictionary with setup information that will be provided to broadcast extension when broadcast is started
-        var setupInfo: [String: NSCoding & NSObjectProtocol] = [:]
+        var setupInfo: [String: any NSCoding & NSObjectProtocol] = [:]
         for (key, value) in info { setupInfo[key] = NSString(string: value) }
         note("completing")
         // Tell ReplayKit that the extension is finished setting up and can begin broadcasting
