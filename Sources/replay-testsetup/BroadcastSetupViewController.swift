@@ -2,7 +2,7 @@
 // Extension") is: `userDidFinishSetup()` and `userDidCancelSetup()` call the extension context. Which
 // one runs, and with what, is said by `setup.json` in its folder (`ORK_EXTENSION_FOLDER`), written by
 // the test: {"action": "complete", "broadcastURL": …, "setupInfo": {…}}, {"action": "cancel",
-// "reason": …}, or {"action": "exit"} (leaves without an answer). What it sees goes, one line each,
+// "reason": …}, {"action": "exit"} (leaves without an answer) or {"action": "wait"} (never answers). What it sees goes, one line each,
 // to `events.log` in the same folder: the application info, and its app group's answers.
 import Foundation
 import OpenReplayKit
@@ -38,6 +38,9 @@ class BroadcastSetupViewController: RPBroadcastSetupViewController {
         case "exit":
             note("leaving without an answer")
             exit(3)
+        case "wait":
+            // The person never answers: replayd ends it (SIGTERM) when the broadcast is stopped.
+            note("waiting")
         default:
             userDidCancelSetup(reason: order["reason"] as? String ?? "no setup.json")
         }

@@ -34,18 +34,26 @@ extension SystemTests {
         }
 
         enum NoBroadcast: String, CaseIterable, CustomTestStringConvertible, Sendable {
-            case cancels, leaves
+            /// It cancels; it leaves without an answer; the person presses Ctrl-C on `replay broadcast` while it asks.
+            case cancels, leaves, interrupted
             var testDescription: String { rawValue }
-            var order: [String: Any] { self == .cancels ? ["action": "cancel", "reason": "the test account is locked"] : ["action": "exit"] }
+            var order: [String: Any] {
+                switch self {
+                case .cancels: ["action": "cancel", "reason": "the test account is locked"]
+                case .leaves: ["action": "exit"]
+                case .interrupted: ["action": "wait"]
+                }
+            }
             var words: [String] {
                 switch self {
                 case .cancels: ["Seed Service's setup (\(setupID)) cancelled the broadcast: the test account is locked (org.openreplaykit.test 3)."]
                 case .leaves: ["Seed Service's setup (\(setupID)) left with status 3 without completing or cancelling the setup", "the broadcast does not start"]
+                case .interrupted: ["finishing the broadcast (Ctrl-C)", "the broadcast was stopped during its setup."]
                 }
             }
         }
 
-        @Test("A setup extension that cancels (or leaves without an answer): the broadcast does not start and replay says why",
+        @Test("A setup extension that cancels (or leaves without an answer, or is interrupted): the broadcast does not start and replay says why",
               .timeLimit(.minutes(2)), arguments: NoBroadcast.allCases)
         func setupThatCancels(_ how: NoBroadcast) async throws {
             try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
@@ -57,7 +65,16 @@ extension SystemTests {
                 #expect(listed.stdout.contains("\(Self.uploadID)\tSeed Service\tsetup: \(Self.setupID)"), "\(listed)")
                 #expect(!listed.stdout.contains("\(Self.setupID)\t"), "a setup extension is no service of its own: \(listed)")
 
-                let result = try await environment.replay(["broadcast", "--service", Self.uploadID], environment: env, timeout: .seconds(40))
+                let result: ProcessResult
+                if how == .interrupted {
+                    let waiting = try environment.startReplay(["broadcast", "--service", Self.uploadID], environment: env)
+                    try await BroadcastTests.waitFor("the setup extension to ask") { BroadcastTests.events(in: setup).contains("waiting") }
+                    waiting.signal(SIGINT)
+                    result = try await waiting.waitForExit(timeout: .seconds(20))
+                    #expect(ProcessTable.pids(withEnvironment: "ORK_EXTENSION_IDENTIFIER", equalTo: Self.setupID).isEmpty, "the setup extension is gone")
+                } else {
+                    result = try await environment.replay(["broadcast", "--service", Self.uploadID], environment: env, timeout: .seconds(40))
+                }
                 #expect(!result.succeeded, "\(result)")
                 for words in how.words { #expect(result.stderr.contains(words), "\(words) in \(result.stderr)") }
                 let seen = BroadcastTests.events(in: setup)
