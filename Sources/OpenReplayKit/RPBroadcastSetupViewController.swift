@@ -161,26 +161,45 @@ final class BroadcastSetupHost: Sendable {
                     }
                     attachedAnswer.withLock { $0 = attached }
                     ready.signal()
-                    for await request in outgoing {
-                        guard let encoded = try? ControlRequest(request) else { continue }
-                        do {
-                            if case .failure(let refused) = try await connection.send(encoded) {
-                                Self.log("replayd refused the setup's answer: \(refused.message)")
-                                return Int32(1)
+                    return await withTaskGroup(of: Int32.self) { group in
+                        // The one answer, delivered.
+                        group.addTask { [outgoing] in
+                            for await request in outgoing {
+                                guard let encoded = try? ControlRequest(request) else { continue }
+                                do {
+                                    if case .failure(let refused) = try await connection.send(encoded) {
+                                        Self.log("replayd refused the setup's answer: \(refused.message)")
+                                        return 1
+                                    }
+                                    return 0
+                                } catch {
+                                    Self.log("cannot give replayd the setup's answer: \(error)")
+                                    return 1
+                                }
                             }
-                            return Int32(0)
-                        } catch {
-                            Self.log("cannot give replayd the setup's answer: \(error)")
-                            return Int32(1)
+                            return 1
                         }
+                        // Or replayd gone first: the window has nothing left to set up.
+                        group.addTask {
+                            for await _ in connection.events {}
+                            if !Task.isCancelled { Self.log("replayd closed the connection before the setup was answered") }
+                            return 1
+                        }
+                        let code = await group.next() ?? 1
+                        group.cancelAll()
+                        return code
                     }
-                    return Int32(1)
                 }
             } catch {
                 Self.log("cannot reach replayd: \(error)")
                 code = 1
             }
-            ready.signal()
+            // Not attached: the main thread, still waiting, exits; attached: the answer is delivered (or
+            // cannot be), and the program is over.
+            if attachedAnswer.withLock({ $0 }) == nil {
+                ready.signal()
+                return
+            }
             exit(code)
         }
         ready.wait()
