@@ -20,8 +20,11 @@ struct Broadcast: AsyncParsableCommand {
             Without --service, replayd shows the picker: a window listing the installed services \
             with a microphone switch (arrow keys and Return choose, Escape cancels).
 
-            --setup passes the service's settings where no setup window is wanted (scripts, \
-            tests): each KEY=VALUE arrives in broadcastStarted(withSetupInfo:) as a string.
+            A service with a setup extension (`replay services` says "setup: ID") first shows \
+            its own window (sign-in, server, stream key); closing it, or Ctrl-C, cancels the \
+            broadcast. --setup passes the service's settings where no setup window is wanted \
+            (scripts, tests): each KEY=VALUE arrives in broadcastStarted(withSetupInfo:) as a \
+            string, and the setup extension is not asked.
 
             Examples:
               replay broadcast --service org.openreplaykit.rtmp --setup url=rtmp://localhost/live --setup key=stream1

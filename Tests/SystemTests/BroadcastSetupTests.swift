@@ -130,6 +130,12 @@ extension SystemTests {
                 #expect(try await environment.replay(["stop"], environment: env).succeeded)
                 let ended = try await broadcast.waitForExit(timeout: .seconds(20))
                 #expect(ended.succeeded, "\(ended)")
+
+                // The setup extension gone: the broadcast cannot be set up, and replay says what to do.
+                try FileManager.default.removeItem(at: setup)
+                let missing = try await environment.replay(["broadcast", "--service", Self.uploadID], environment: env, timeout: .seconds(30))
+                #expect(!missing.succeeded && missing.stderr.contains("sets up its broadcasts with the setup extension \(Self.setupID), which is not installed")
+                        && missing.stderr.contains("--setup KEY=VALUE"), "\(missing)")
             }
         }
     }
