@@ -77,7 +77,7 @@ extension RecordingSessions {
         broadcastSetup = SetupExtensionHost(manifest: setup, service: service, application: application, pid: pid)
         let attachTimeout = Task {
             try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
-            await self.setupAttachTimedOut(pid: pid)
+            self.setupAttachTimedOut(pid: pid)
         }
         // No await since the host was set: its waiter is in place before any answer can come.
         let result = await withCheckedContinuation { broadcastSetup?.waiter = $0 }
