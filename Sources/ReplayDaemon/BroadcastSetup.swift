@@ -54,8 +54,10 @@ extension RecordingSessions {
     /// Runs `service`'s setup extension when its manifest names one and `options` carry no setup
     /// values (`--setup`): what the extension completed the request with, nil when no setup ran,
     /// or why the broadcast must not start (cancelled, not installed, left without an answer).
-    func runBroadcastSetup(for service: ExtensionManifest, in catalog: ExtensionCatalog,
-                           options: BroadcastOptions) async -> Result<BroadcastSetupOutcome?, ReplayError> {
+    /// `application` is what the setup is told the broadcast is of (an in-app broadcast gives the
+    /// app's identity); nil: the focused application, as for a system broadcast.
+    func runBroadcastSetup(for service: ExtensionManifest, in catalog: ExtensionCatalog, options: BroadcastOptions,
+                           application: BroadcastApplicationInfo? = nil) async -> Result<BroadcastSetupOutcome?, ReplayError> {
         guard let setupID = service.setupExtension, options.setupInfo.isEmpty else { return .success(nil) }
         guard let setup = catalog.setupExtension(setupID) else {
             return .failure(ReplayError(.unknownService, "\(service.displayName) (\(service.identifier)) sets up its broadcasts with the setup extension \(setupID), which is not installed: reinstall the service, or give its settings with `replay broadcast --setup KEY=VALUE`."))
@@ -63,7 +65,12 @@ extension RecordingSessions {
         guard broadcastSetup == nil else {
             return .failure(ReplayError(.sessionActive, "another broadcast is being set up (\(broadcastSetup?.manifest.identifier ?? "?")): finish or cancel it first."))
         }
-        let application = await Self.broadcastApplication(display: options.display)
+        let about: BroadcastApplicationInfo
+        if let application {
+            about = application
+        } else {
+            about = await Self.broadcastApplication(display: options.display)
+        }
         guard broadcastSetup == nil else {
             return .failure(ReplayError(.sessionActive, "another broadcast is being set up (\(broadcastSetup?.manifest.identifier ?? "?")): finish or cancel it first."))
         }
@@ -74,7 +81,7 @@ extension RecordingSessions {
             return .failure(error)
         }
         logger.info("broadcast setup extension started", metadata: ["extension": "\(setup.identifier)", "pid": "\(pid)", "service": "\(service.identifier)"])
-        broadcastSetup = SetupExtensionHost(manifest: setup, service: service, application: application, pid: pid)
+        broadcastSetup = SetupExtensionHost(manifest: setup, service: service, application: about, pid: pid)
         let attachTimeout = Task {
             try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
             self.setupAttachTimedOut(pid: pid)
