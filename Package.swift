@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "openreplaykit", type: .dynamic, targets: ["OpenReplayKitC"]),
         // The broadcast upload extensions that ship (Extensions/), found beside replayd after a build.
         .executable(name: "replay-extension-rtmp", targets: ["replay-extension-rtmp"]),
+        // Its setup extension: a GTK 4 window asking the server URL and stream key (kept in its app group).
+        .executable(name: "replay-extension-rtmp-setup", targets: ["replay-extension-rtmp-setup"]),
         // The example app: GTK 4, drawing with a tone per stroke, recording, capturing and protecting itself.
         .executable(name: "sketchpad", targets: ["sketchpad"]),
     ],
@@ -53,6 +55,8 @@ let package = Package(
         .systemLibrary(name: "CCairo", pkgConfig: "cairo-xcb", providers: [.apt(["libcairo2-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CGtk", pkgConfig: "gtk4", providers: [.apt(["libgtk-4-dev"])]),
+        // The Secret Service (GNOME Keyring, KWallet) for the app groups' shared secrets.
+        .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         // x264.pc adds -DX264_API_IMPORTS, a flag SwiftPM refuses with a warning (it matters on Windows only).
         .systemLibrary(name: "CX264", providers: [.apt(["libx264-dev"])]),
         // C glue Swift cannot express, one small C target per C library (macros, variadic callbacks,
@@ -106,7 +110,7 @@ let package = Package(
                           swiftSettings: swiftSettings),
 
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
-        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB"], swiftSettings: swiftSettings),
+        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB", "CSecret"], swiftSettings: swiftSettings),
         // Its C API: the header (openreplaykit.h, the contract, in a C target of its own) and the Swift
         // functions that export it with @_cdecl over OpenReplayKit's public API.
         .target(name: "COpenReplayKit"),
@@ -117,6 +121,10 @@ let package = Package(
         .executableTarget(name: "replay-extension-rtmp",
                           dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
                           path: "Extensions/RTMP", exclude: ["manifest.json", "icon.png"],
+                          swiftSettings: swiftSettings),
+        .executableTarget(name: "replay-extension-rtmp-setup",
+                          dependencies: ["OpenReplayKit", "ReplayGtk"],
+                          path: "Extensions/RTMPSetup", exclude: ["manifest.json", "icon.png"],
                           swiftSettings: swiftSettings),
 
         // MARK: Examples: apps written against OpenReplayKit as an app developer would.
@@ -194,6 +202,8 @@ let package = Package(
         // The seed's SampleHandler (WWDC 2017, "Developing Broadcast Extensions") as an upload
         // extension that writes what it receives to a file, for the broadcast system tests.
         .executableTarget(name: "replay-testextension", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
+        // A setup extension in the way of iOS's template, told by a file what to answer (complete, cancel, leave).
+        .executableTarget(name: "replay-testsetup", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
                 dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),

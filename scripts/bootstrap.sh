@@ -12,6 +12,7 @@ BUILD_PACKAGES=(
   libpulse-dev
   libsqlite3-dev
   libgtk-4-dev
+  libsecret-1-dev   # RPAppGroup: the Secret Service
 )
 TEST_PACKAGES=(
   xvfb x11-utils x11-xserver-utils xdotool openbox
@@ -21,6 +22,7 @@ TEST_PACKAGES=(
   nginx-light libnginx-mod-rtmp
   chromium fonts-dejavu-core curl
   desktop-file-utils
+  gnome-keyring libsecret-tools dbus-bin   # RPAppGroupTests: a Secret Service on a private session bus
   postgresql
   gcc python3   # SystemTests.CAPITests: cc compiles a C app against libopenreplaykit.so; ctypes
 )

@@ -124,7 +124,16 @@ extension RecordingSessions {
             return .failure(ReplayError(.unknownService, "no broadcast service \"\(serviceID)\" is installed: "
                 + (known.isEmpty ? "none is (see docs/WRITING-AN-EXTENSION.md)." : "choose one of \(known.joined(separator: ", ")) (`replay services` lists them).")))
         }
-        var setupInfo = options.setupInfo
+        // Its setup extension asks the person first (BroadcastSetup.swift), unless --setup said it all.
+        let setup: BroadcastSetupOutcome?
+        switch await runBroadcastSetup(for: manifest, in: catalog, options: options) {
+        case .success(let outcome): setup = outcome
+        case .failure(let error): return .failure(error)
+        }
+        if setup != nil, let running = slots[.broadcast]?.machine.current {
+            return .failure(ReplayError(.sessionActive, "a broadcast started while this one was being set up (session \(running.id)): stop it with `replay stop` first."))
+        }
+        var setupInfo = setup?.setupInfo ?? options.setupInfo
         if let title = options.title { setupInfo["title"] = title }
         let recordingOptions = RecordingOptions(outputPath: paths.directory, microphone: options.microphone, systemAudio: options.systemAudio,
                                                 audioRequired: options.microphone, display: options.display, framesPerSecond: options.framesPerSecond)
@@ -145,6 +154,7 @@ extension RecordingSessions {
         }
         logger.info("broadcast extension started", metadata: ["extension": "\(manifest.identifier)", "pid": "\(pid)", "session": "\(session.id)"])
         broadcastHost = BroadcastHost(manifest: manifest, sessionID: session.id, setupInfo: setupInfo, pid: pid)
+        broadcastHost?.broadcastURL = setup?.broadcastURL
         broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
 
         // It must come for its samples.
@@ -178,6 +188,9 @@ extension RecordingSessions {
     }
 
     func stopBroadcast() async -> Result<SessionStatus?, ReplayError> {
+        if slots[.broadcast]?.machine.isIdle != false, cancelBroadcastSetup("the broadcast was stopped during its setup.") {
+            return .success(nil)
+        }
         guard slots[.broadcast]?.machine.isIdle == false else {
             return .failure(ReplayError(.noSession, "no broadcast is running."))
         }
@@ -410,10 +423,13 @@ extension RecordingSessions {
         let ours = ProcessInfo.processInfo.environment
         var environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "ORK_REPLAYD_SOCKET": paths.socket,
                            "ORK_EXTENSION_IDENTIFIER": manifest.identifier]
-        for key in ["HOME", "USER", "LOGNAME", "LANG", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"] {
+        // The session bus too: an extension's app group is in the Secret Service when the desktop has one (RPAppGroup).
+        for key in ["HOME", "USER", "LOGNAME", "LANG", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
+                    "DBUS_SESSION_BUS_ADDRESS", "ORK_APP_GROUP_STORE"] {
             if let value = ours[key] { environment[key] = value }
         }
         if let folder = manifest.folder { environment["ORK_EXTENSION_FOLDER"] = folder }
+        if let group = manifest.appGroup { environment["ORK_APP_GROUP"] = group }
         let log = logPath(of: manifest)
         let pid: Int32
         do throws(ReplayError) {

@@ -80,6 +80,8 @@ package actor RecordingSessions {
     var lastAvailable = true
     /// The person's broadcast's upload extension (Broadcasts.swift), from its start until it has left.
     var broadcastHost: BroadcastHost?
+    /// The setup extension of the broadcast being set up (BroadcastSetup.swift), until it has answered and left.
+    var broadcastSetup: SetupExtensionHost?
     /// An upload extension's resident memory limit (`replayd --extension-memory-mb`).
     let extensionMemoryMegabytes: Int
 
@@ -173,6 +175,7 @@ package actor RecordingSessions {
         }
         registerAppMethods(in: &router)
         registerBroadcastMethods(in: &router)
+        registerBroadcastSetupMethods(in: &router)
     }
 
     // MARK: requests

@@ -75,7 +75,10 @@ public struct ExtensionCatalog: Sendable {
     /// The extensions that ship with the project: their manifests, with the product executable's name.
     public static let shipped: [(manifest: ExtensionManifest, product: String)] = [
         (ExtensionManifest(identifier: "org.openreplaykit.rtmp", displayName: "RTMP", icon: nil, kind: .broadcastUpload,
-                           executable: "replay-extension-rtmp", appGroup: "org.openreplaykit.rtmp"), "replay-extension-rtmp"),
+                           executable: "replay-extension-rtmp", setupExtension: "org.openreplaykit.rtmp.setup",
+                           appGroup: "org.openreplaykit.rtmp"), "replay-extension-rtmp"),
+        (ExtensionManifest(identifier: "org.openreplaykit.rtmp.setup", displayName: "RTMP", icon: nil, kind: .broadcastSetup,
+                           executable: "replay-extension-rtmp-setup", appGroup: "org.openreplaykit.rtmp"), "replay-extension-rtmp-setup"),
     ]
 
     /// The folders searched, in order, for `environment` and a program at `executablePath`.
@@ -133,6 +136,12 @@ public struct ExtensionCatalog: Sendable {
 
     public func service(_ identifier: String) -> ExtensionManifest? {
         services.first { $0.identifier == identifier }
+    }
+
+    /// The setup extension (kind `broadcast-setup`) called `identifier`, as an upload extension's
+    /// `setupExtension` names it.
+    public func setupExtension(_ identifier: String) -> ExtensionManifest? {
+        extensions.first { $0.identifier == identifier && $0.kind == .broadcastSetup }
     }
 
     /// Reads `folder`/manifest.json, checking each field.

@@ -20,7 +20,8 @@ struct TestApp: AsyncParsableCommand {
             capture=SECONDS[@X,Y…] (in-app capture: counts, times, the app's CPU-seconds, and the last picture's Y/Cb/Cr at each point), \
             capture-log=PATH (the next capture writes each picture's CLOCK_MONOTONIC arrival in ns, its Y at the first point and its presentation time in ns), \
             wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
-            (RPScreen.isCaptured's changes), hold (until killed).
+            (RPScreen.isCaptured's changes), group-set=GROUP:KEY[:VALUE], group-get=GROUP:KEY (an app group's secret and its store), \
+            hold (until killed).
             """)
 
     @Argument(help: "The steps.")
@@ -72,6 +73,20 @@ struct TestApp: AsyncParsableCommand {
                     continue
                 case "capture-log": captureLog = value
                 case "sleep": try await Task.sleep(for: .seconds(Double(value ?? "1") ?? 1))
+                case "group-set", "group-get":
+                    // GROUP:KEY[:VALUE] in the app group's store (RPAppGroup); reports the value read and the store.
+                    let parts = (value ?? "").split(separator: ":", maxSplits: 2).map(String.init)
+                    guard parts.count >= 2 else { throw TestAppError("\(name) needs GROUP:KEY[:VALUE]") }
+                    let group = try RPAppGroup(identifier: parts[0])
+                    if name == "group-set" { try group.set(parts.count == 3 ? parts[2] : nil, forKey: parts[1]) }
+                    let store: String = switch group.store {
+                    case .secretService: "secret-service"
+                    case .file(let path): "file:" + path
+                    }
+                    var extra: [String: Value] = ["store": .string(store)]
+                    if let read = try group.string(forKey: parts[1]) { extra["value"] = .string(read) }
+                    Self.report(step, extra: extra)
+                    continue
                 case "wait-stopped":
                     let error = await delegate.waitForStop(seconds: Double(value ?? "30") ?? 30)
                     guard let error else { throw TestAppError("the delegate heard no stop") }

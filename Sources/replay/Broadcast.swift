@@ -20,8 +20,11 @@ struct Broadcast: AsyncParsableCommand {
             Without --service, replayd shows the picker: a window listing the installed services \
             with a microphone switch (arrow keys and Return choose, Escape cancels).
 
-            --setup passes the service's settings where no setup window is wanted (scripts, \
-            tests): each KEY=VALUE arrives in broadcastStarted(withSetupInfo:) as a string.
+            A service with a setup extension (`replay services` says "setup: ID") first shows \
+            its own window (sign-in, server, stream key); closing it, or Ctrl-C, cancels the \
+            broadcast. --setup passes the service's settings where no setup window is wanted \
+            (scripts, tests): each KEY=VALUE arrives in broadcastStarted(withSetupInfo:) as a \
+            string, and the setup extension is not asked.
 
             Examples:
               replay broadcast --service org.openreplaykit.rtmp --setup url=rtmp://localhost/live --setup key=stream1
@@ -96,23 +99,27 @@ struct Broadcast: AsyncParsableCommand {
         }
 
         private func broadcast(_ options: BroadcastOptions, connection: ControlConnection, signals: SignalEvents) async throws -> ReplayError? {
-            let started = try await connection.request(StartBroadcastRequest(options: options)).status
-            for warning in started?.warnings ?? [] { printError("replay: warning: \(warning)") }
-            printError("replay: broadcasting to \(started?.service ?? options.service ?? "?") (replay stop ends it)")
             let signalStream = signals.stream
-            return await withTaskGroup(of: Void.self) { group in
+            return try await withThrowingTaskGroup(of: Void.self) { group in
+                // Listening from the start: Ctrl-C while the picker or a setup window is open cancels the start too.
                 group.addTask {
                     var count = 0
                     for await signal in signalStream {
                         count += 1
                         if count == 1 {
                             printError("replay: finishing the broadcast (\(SignalEvents.name(signal)))…")
-                            _ = try? await connection.request(StopBroadcastRequest())
+                            // On a connection of its own: this one's requests are answered in order, and
+                            // its start may still wait for the setup window.
+                            _ = try? await Daemon.withConnection(start: false) { try await $0.request(StopBroadcastRequest()) }
                         } else {
                             Glibc.exit(130)
                         }
                     }
                 }
+                defer { group.cancelAll() }
+                let started = try await connection.request(StartBroadcastRequest(options: options)).status
+                for warning in started?.warnings ?? [] { printError("replay: warning: \(warning)") }
+                printError("replay: broadcasting to \(started?.service ?? options.service ?? "?") (replay stop ends it)")
                 var printedURL = started?.broadcastURL
                 if let printedURL { printOutput(printedURL) }
                 var lastInfo = started?.serviceInfo
@@ -139,7 +146,6 @@ struct Broadcast: AsyncParsableCommand {
                         break
                     }
                 }
-                group.cancelAll()
                 return result
             }
         }

@@ -26,9 +26,10 @@ struct Replay: AsyncParsableCommand {
               replay toggle --notify        # start, or stop what runs (for a shortcut)
               replay clip start --seconds 30 && replay clip save   # instant replay
               replay privacy list           # apps you allowed to record themselves
+              replay extension new MyStream # a new broadcast extension package
             """,
         version: Daemon.version,
-        subcommands: [Record.self, Broadcast.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self, Services.self])
+        subcommands: [Record.self, Broadcast.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self, Services.self, ExtensionCommand.self])
 }
 
 // MARK: - talking to replayd

@@ -87,4 +87,26 @@ struct ExtensionCatalogTests {
         #expect(installed.service("org.openreplaykit.rtmp")?.executable.hasSuffix("org.openreplaykit.rtmp.orkextension/upload") == true)
         #expect(installed.services.count == 1)
     }
+
+    @Test("A setup extension is found by its identifier, is no service, and the shipped RTMP one names its own")
+    func setupExtensions() throws {
+        let root = try makeTemporaryDirectory(prefix: "ork-catalog")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bin = root.appendingPathComponent("build")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        for product in ["replay-extension-rtmp", "replay-extension-rtmp-setup"] {
+            let file = bin.appendingPathComponent(product)
+            try Data("#!/bin/sh\n".utf8).write(to: file)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: file.path)
+        }
+        let environment = ["XDG_DATA_HOME": root.appendingPathComponent("none").path, "XDG_DATA_DIRS": "/nonexistent"]
+        let catalog = ExtensionCatalog.load(environment: environment, executablePath: bin.appendingPathComponent("replay").path)
+        #expect(catalog.services.map(\.identifier) == ["org.openreplaykit.rtmp"])
+        let service = try #require(catalog.service("org.openreplaykit.rtmp"))
+        #expect(service.setupExtension == "org.openreplaykit.rtmp.setup")
+        let setup = try #require(catalog.setupExtension("org.openreplaykit.rtmp.setup"))
+        #expect(setup.kind == .broadcastSetup && setup.appGroup == service.appGroup)
+        #expect(setup.executable == bin.appendingPathComponent("replay-extension-rtmp-setup").path)
+        #expect(catalog.setupExtension("org.openreplaykit.rtmp") == nil, "an upload extension is no setup extension")
+    }
 }

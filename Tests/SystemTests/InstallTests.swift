@@ -28,6 +28,8 @@ extension SystemTests {
             "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/manifest.json",
             "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/icon.png",
             "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/replay-extension-rtmp",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.setup.orkextension/manifest.json",
+            "share/openreplaykit/extensions/org.openreplaykit.rtmp.setup.orkextension/replay-extension-rtmp-setup",
         ]
 
         @Test("make install DESTDIR=…: every file in place and working; make uninstall removes them", .timeLimit(.minutes(20)))

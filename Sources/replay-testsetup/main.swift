@@ -1,0 +1,3 @@
+import OpenReplayKit
+
+RPBroadcastSetupExtensionMain(BroadcastSetupViewController.self)
