@@ -264,7 +264,10 @@ extension RecordingSessions {
             publishBroadcastUpdate()
         case .finish(let request):
             let code = request.code.map { " (\(request.domain ?? "error") \($0))" } ?? ""
-            let error = ReplayError(.extensionFailed, "\(host.manifest.displayName) ended the broadcast: \(request.message)\(code).")
+            // The person is offered the service's own app, where such an error is put right (iOS offers the
+            // extension's containing app).
+            let remedy = host.manifest.containingApplication.map { " To put it right, open \(host.manifest.displayName)'s app: gtk-launch \($0)" } ?? ""
+            let error = ReplayError(.extensionFailed, "\(host.manifest.displayName) ended the broadcast: \(request.message)\(code).\(remedy)")
             Task { await self.failBroadcast(error, kill: false) }
         }
         return .success(())

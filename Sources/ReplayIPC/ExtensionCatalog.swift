@@ -8,7 +8,8 @@ import Glibc
 /// ```json
 /// {"identifier": "org.example.stream", "displayName": "Example Stream", "icon": "icon.png",
 ///  "kind": "broadcast-upload", "executable": "stream-upload",
-///  "setupExtension": "org.example.stream.setup", "appGroup": "org.example"}
+///  "setupExtension": "org.example.stream.setup", "appGroup": "org.example",
+///  "containingApplication": "org.example.Stream"}
 /// ```
 public struct ExtensionManifest: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable { case broadcastUpload = "broadcast-upload", broadcastSetup = "broadcast-setup" }
@@ -25,11 +26,15 @@ public struct ExtensionManifest: Codable, Sendable, Equatable {
     public var setupExtension: String?
     /// The group whose secrets the extension shares with its app.
     public var appGroup: String?
+    /// The service's own application (its desktop entry's id, `org.example.Stream` for
+    /// `org.example.Stream.desktop`): offered to the person when the extension ends a broadcast with an
+    /// error (to sign in again, say), as iOS offers the extension's containing app.
+    public var containingApplication: String?
     /// The folder it was found in (absent from the file itself).
     public var folder: String?
 
     public init(identifier: String, displayName: String, icon: String? = nil, kind: Kind, executable: String,
-                setupExtension: String? = nil, appGroup: String? = nil, folder: String? = nil) {
+                setupExtension: String? = nil, appGroup: String? = nil, containingApplication: String? = nil, folder: String? = nil) {
         self.identifier = identifier
         self.displayName = displayName
         self.icon = icon
@@ -37,6 +42,7 @@ public struct ExtensionManifest: Codable, Sendable, Equatable {
         self.executable = executable
         self.setupExtension = setupExtension
         self.appGroup = appGroup
+        self.containingApplication = containingApplication
         self.folder = folder
     }
 
@@ -189,8 +195,13 @@ public struct ExtensionCatalog: Sendable {
             let setup = try string("setupExtension", required: false).get()
             if let setup, !ExtensionManifest.isReverseDNS(setup) { return problem("setupExtension", "\"\(setup)\" is not reverse-DNS") }
             let appGroup = try string("appGroup", required: false).get()
+            let application = try string("containingApplication", required: false).get()
+            if let application, !ExtensionManifest.isReverseDNS(application) {
+                return problem("containingApplication", "\"\(application)\" is not a desktop entry id (reverse-DNS, without .desktop)")
+            }
             return .success(ExtensionManifest(identifier: identifier, displayName: displayName, icon: icon, kind: kind,
-                                              executable: executable, setupExtension: setup, appGroup: appGroup, folder: folder))
+                                              executable: executable, setupExtension: setup, appGroup: appGroup,
+                                              containingApplication: application, folder: folder))
         } catch {
             return .failure(error)
         }

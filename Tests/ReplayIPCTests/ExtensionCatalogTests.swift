@@ -29,7 +29,7 @@ struct ExtensionCatalogTests {
         let root = try makeTemporaryDirectory(prefix: "ork-catalog")
         defer { try? FileManager.default.removeItem(at: root) }
         let user = root.appendingPathComponent("user"), system = root.appendingPathComponent("system")
-        try Self.write("org.example.a", Self.manifest("org.example.a", extra: #", "setupExtension": "org.example.a.setup", "appGroup": "org.example""#), in: user)
+        try Self.write("org.example.a", Self.manifest("org.example.a", extra: #", "setupExtension": "org.example.a.setup", "appGroup": "org.example", "containingApplication": "org.example.A""#), in: user)
         try Self.write("org.example.a", Self.manifest("org.example.a").replacingOccurrences(of: "Name of", with: "System"), in: system)
         try Self.write("org.example.b", Self.manifest("org.example.b", kind: "broadcast-setup"), in: system)
         let catalog = ExtensionCatalog.load(environment: ["XDG_DATA_HOME": user.path, "XDG_DATA_DIRS": system.path], executablePath: nil)
@@ -37,7 +37,7 @@ struct ExtensionCatalogTests {
         #expect(catalog.extensions.map(\.identifier) == ["org.example.a", "org.example.b"])
         let a = try #require(catalog.service("org.example.a"))
         #expect(a.displayName == "Name of org.example.a")
-        #expect(a.setupExtension == "org.example.a.setup" && a.appGroup == "org.example")
+        #expect(a.setupExtension == "org.example.a.setup" && a.appGroup == "org.example" && a.containingApplication == "org.example.A")
         #expect(a.executable.hasPrefix(user.path) && a.executable.hasSuffix("org.example.a.orkextension/upload"))
         #expect(a.icon?.hasSuffix("/icon.png") == true)
         // A setup extension is not a service.
@@ -54,6 +54,7 @@ struct ExtensionCatalogTests {
         (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-upload", "executable": "/bin/sh"}"#, "executable"),
         (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-upload", "executable": "upload", "icon": "none.png"}"#, "icon"),
         (#"{"identifier": "org.example.other", "displayName": "x", "kind": "broadcast-upload", "executable": "upload"}"#, "identifier"),
+        (#"{"identifier": "org.example.c", "displayName": "x", "kind": "broadcast-upload", "executable": "upload", "containingApplication": "stream.desktop x"}"#, "containingApplication"),
     ])
     func skipsBroken(_ manifest: String, _ field: String) throws {
         let root = try makeTemporaryDirectory(prefix: "ork-catalog")

@@ -20,7 +20,7 @@ extension SystemTests {
             let executable = folder.appendingPathComponent("seed-upload")
             try? FileManager.default.removeItem(at: executable)
             try FileManager.default.copyItem(atPath: try Binaries.path("replay-testextension"), toPath: executable.path)
-            let manifest = #"{"identifier": "\#(identifier)", "displayName": "Seed Service", "kind": "broadcast-upload", "executable": "seed-upload", "appGroup": "org.openreplaykit.test"}"#
+            let manifest = #"{"identifier": "\#(identifier)", "displayName": "Seed Service", "kind": "broadcast-upload", "executable": "seed-upload", "appGroup": "org.openreplaykit.test", "containingApplication": "org.openreplaykit.test.SeedApp"}"#
             try Data(manifest.utf8).write(to: folder.appendingPathComponent("manifest.json"))
             return folder
         }
@@ -113,8 +113,9 @@ extension SystemTests {
                 case .crash: ["Seed Service", "crashed", "signal 6"]
                 case .hang: ["Seed Service", "heartbeat", "hangs", "pictures were dropped because the extension was not ready"]
                 case .memory: ["Seed Service", "MB", "limit of 50 MB"]
-                case .fail: ["Seed Service", "the test service refused the stream"]
-                case .notLoggedIn: ["Seed Service", "Not Logged In", "401"]
+                // finishBroadcastWithError offers the service's own app (the manifest's containingApplication).
+                case .fail: ["Seed Service", "the test service refused the stream", "gtk-launch org.openreplaykit.test.SeedApp"]
+                case .notLoggedIn: ["Seed Service", "Not Logged In", "401", "gtk-launch org.openreplaykit.test.SeedApp"]
                 }
             }
         }
