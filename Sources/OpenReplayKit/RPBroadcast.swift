@@ -198,7 +198,7 @@ public final class RPBroadcastController: Sendable {
         }
         guard ready else { throw RPRecordingError(.attemptToStartInRecordingState, "this broadcast is already running: finish it first.") }
         let taken = Self.active.withLock { active in
-            if let active, active !== self { return false }
+            if let current = active, current !== self { return false }
             active = self
             return true
         }

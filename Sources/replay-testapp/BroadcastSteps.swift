@@ -42,8 +42,8 @@ final class BroadcastSteps: RPBroadcastActivityViewControllerDelegate, RPBroadca
         case "broadcast-status":
             break
         case "broadcast-wait-paused":
-            let controller = try controller
-            try await Self.wait(value, "the broadcast to pause") { controller.isPaused }
+            let running = try self.controller
+            try await Self.wait(value, "the broadcast to pause") { running.isPaused }
         case "broadcast-wait-info":
             try await Self.wait(value, "the broadcast URL and service info") { self.state.withLock { $0.url != nil && $0.info != nil } }
             return state.withLock { state in
@@ -65,7 +65,7 @@ final class BroadcastSteps: RPBroadcastActivityViewControllerDelegate, RPBroadca
         default:
             throw TestAppError("unknown step \(name)")
         }
-        let controller = try controller
+        let controller = try self.controller
         return ["broadcasting": .bool(controller.isBroadcasting), "paused": .bool(controller.isPaused),
                 "url": .string(controller.broadcastURL?.absoluteString ?? ""), "extension": .string(controller.broadcastExtensionBundleID ?? "")]
     }

@@ -6,9 +6,10 @@ import OpenReplayKit
 /// green or blue (at least 16 samples of it) is noted as `colour NAME at picture N`. An app's
 /// broadcast must never show the red of another app's window.
 ///
-/// It also says where viewers watch and the service's figures once the first picture came
-/// (`updateBroadcastURL`, `updateServiceInfo`), as a real service does once it is live.
-final class ColourTally: @unchecked Sendable {
+/// (`BroadcastSession.encode` also says where viewers watch and the service's figures once the first
+/// picture came, `updateBroadcastURL` and `updateServiceInfo`, as a real service does once it is live.)
+/// Called from the SDK's one delivery thread only (the handler's `processSampleBuffer`).
+final class ColourTally {
     private var seen: Set<String> = []
     private var pictures = 0
 
