@@ -24,7 +24,8 @@ final class BroadcastSession: @unchecked Sendable {
     private init() {
         let folder = ProcessInfo.processInfo.environment["ORK_EXTENSION_FOLDER"] ?? "/tmp"
         let path = folder + "/events.log"
-        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        // Appended to: a test that broadcasts twice reads both broadcasts' lines.
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         log = FileHandle(forWritingAtPath: path)
         log?.seekToEndOfFile()
     }

@@ -104,7 +104,13 @@ extension SystemWindowsTests {
 
                 let secondQuestion = try await Self.answerPairing(desktop, replayd: replayd, key: "Return")
                 #expect(secondQuestion == firstQuestion, "asked again, the same words: \(secondQuestion)")
-                try await Self.waitFor("the second broadcast's end") { Self.events(in: folder).filter { $0 == "finished" }.count == 2 }
+                do {
+                    try await Self.waitFor("the second broadcast's end") { Self.events(in: folder).filter { $0 == "finished" }.count == 2 }
+                } catch {
+                    let log = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"), encoding: .utf8)) ?? ""
+                    Issue.record("app: \(app.currentOutput)\n\(app.currentError.suffix(2000))\nevents: \(Self.events(in: folder))\nreplayd: \(log.suffix(4000))")
+                    throw error
+                }
                 let thirdQuestion = try await Self.answerPairing(desktop, replayd: replayd, key: "Escape")
                 #expect(thirdQuestion == firstQuestion)
 
