@@ -92,6 +92,8 @@ extension SystemWindowsTests {
                 #expect(firstQuestion.contains("replay-testapp") && firstQuestion.contains("Seed Service"), "the prompt names the app and the service: \(firstQuestion)")
 
                 try await Self.waitFor("the app's blue window at the extension") { Self.events(in: folder).contains { $0.hasPrefix("colour blue") } }
+                let status = try await environment.replay(["status"])
+                #expect(status.stdout.contains("broadcasting itself to \(Self.seedID)"), "\(status)")
                 // The app has the focus, then the other application takes it: the broadcast pauses by itself.
                 try await desktop.xdotool(["search", "--onlyvisible", "--classname", "replay-testapp", "windowactivate", "--sync"])
                 try await Task.sleep(for: .seconds(1))
