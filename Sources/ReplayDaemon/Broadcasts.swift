@@ -96,9 +96,7 @@ extension RecordingSessions {
         if let running = slots[.broadcast]?.machine.current {
             return .failure(ReplayError(.sessionActive, "a broadcast is already running (session \(running.id), to \(broadcastHost?.manifest.displayName ?? "?")): stop it with `replay stop` first."))
         }
-        // An app's own broadcast gives way to the person's, as its recordings do.
-        await interruptAppBroadcast()
-        if broadcastHost != nil {
+        if broadcastHost?.slot == .broadcast {
             return .failure(ReplayError(.sessionActive, "the last broadcast's extension is still finishing: try again in a few seconds."))
         }
         let catalog = ExtensionCatalog.load(environment: ProcessInfo.processInfo.environment, executablePath: ExtensionCatalog.currentExecutable())
@@ -135,7 +133,12 @@ extension RecordingSessions {
         let recordingOptions = RecordingOptions(outputPath: paths.directory, microphone: options.microphone, systemAudio: options.systemAudio,
                                                 audioRequired: options.microphone, display: options.display, framesPerSecond: options.framesPerSecond)
         do throws(ReplayError) { try recordingOptions.validate() } catch { return .failure(error) }
-        // A system broadcast takes over, as a system recording does.
+        // A system broadcast takes over, as a system recording does: an app's broadcast first, its
+        // extension gone before this one starts (AppBroadcasts.swift).
+        await interruptAppBroadcast()
+        if broadcastHost != nil {
+            return .failure(ReplayError(.sessionActive, "the last broadcast's extension is still finishing: try again in a few seconds."))
+        }
         await interruptAppSessions(by: "broadcasting")
         let started = await startSession(in: .broadcast, options: recordingOptions, configuration: EngineConfiguration(recordingOptions),
                                          output: .ring, clientPID: clientPID, connection: connection)
