@@ -22,9 +22,11 @@ extension SystemTests.AppSessionTests {
             let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try Self.window(), "broadcast-load", "broadcast-start", "broadcast-wait-ended=60"],
                                             environment: environment.environment)
             defer { Task { await app.terminate() } }
-            for _ in 0..<600 where !app.currentOutput.contains("\"step\":\"broadcast-start\"") { try await Task.sleep(for: .milliseconds(50)) }
+            for _ in 0..<1200 where !app.currentOutput.contains("\"step\":\"broadcast-start\"") { try await Task.sleep(for: .milliseconds(50)) }
             let started = Self.lines(app.currentOutput).first { $0["step"] as? String == "broadcast-start" }
-            #expect(started?["broadcasting"] as? Bool == true, "\(app.currentOutput)")
+            let log = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"), encoding: .utf8)) ?? ""
+            try #require(started?["broadcasting"] as? Bool == true,
+                         "app: \(app.currentOutput) \(app.currentError.suffix(1500)); replayd: \(replayd.currentError.suffix(3000)) \(log.suffix(3000))")
             try await SystemTests.BroadcastTests.waitFor("the app's first picture") {
                 SystemTests.BroadcastTests.events(in: folder).contains { $0.hasPrefix("first picture") }
             }
