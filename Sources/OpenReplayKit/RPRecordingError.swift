@@ -88,6 +88,8 @@ extension RPRecordingError {
         case .noAudioServer: .failedMediaServicesFailure
         case .daemonUnavailable, .protocolMismatch, .permissionDenied: .failedApplicationConnectionInvalid
         case .shuttingDown: .failedApplicationConnectionInterrupted
+        case .unknownService: .broadcastSetupFailed
+        case .extensionFailed: .failed
         default: .unknown
         }
         self.init(code, error.message)

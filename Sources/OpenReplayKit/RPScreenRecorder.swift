@@ -202,6 +202,7 @@ public final class RPScreenRecorder: Sendable {
     // MARK: events
 
     private func handle(_ event: ControlEvent) {
+        RPBroadcastController.route(event)
         if let stopped = event.decode(AppSessionStoppedEvent.self) {
             let error = RPRecordingError(stopped.error)
             let wasRecording: Bool = state.withLock { state in
@@ -235,6 +236,7 @@ public final class RPScreenRecorder: Sendable {
             delegate?.screenRecorder(self, didStopRecordingWith: nil,
                                      error: RPRecordingError(.failedApplicationConnectionInterrupted, "replayd went away: the recording ended."))
         }
+        RPBroadcastController.connectionClosed()
         RPScreen.main.update(captured: false)
         RPScreen.main.connectionLost()
     }

@@ -89,11 +89,27 @@ final class StoppedCallbackDelegate: RPScreenRecorderDelegate {
     }
 }
 
+/// The delegate that forwards the end of a broadcast the app did not finish to `ork_set_broadcast_ended_callback`'s function.
+final class BroadcastEndedDelegate: RPBroadcastControllerDelegate {
+    let callback: CCompletion
+
+    init(_ callback: CCompletion) {
+        self.callback = callback
+    }
+
+    func broadcastController(_ broadcastController: RPBroadcastController, didFinishWithError error: (any Error)?) {
+        callback(error ?? RPRecordingError(.unknown, "the system ended the broadcast"))
+    }
+}
+
 /// What the C API keeps between calls: the delegate (the recorder holds it weakly) and the
 /// `isCaptured` watchers, each a task over `RPScreen.main.capturedChanges` that calls its function
 /// only while its token is still here.
 private struct CAPIState {
     var delegate: StoppedCallbackDelegate?
+    /// The app's broadcast (one per process) and the delegate that forwards its end.
+    var broadcast: RPBroadcastController?
+    var broadcastDelegate: BroadcastEndedDelegate?
     var nextWatchToken: Int64 = 1
     var watchers: [Int64: Task<Void, Never>] = [:]
 }
@@ -279,3 +295,93 @@ public func ork_protect_window(_ window: UInt32, _ protect: Bool, _ display: Uns
 
 @_cdecl("ork_protect_audio")
 public func ork_protect_audio() { RPContentProtection.protectAudio() }
+
+// MARK: broadcasting
+
+@_cdecl("ork_start_broadcast")
+public func ork_start_broadcast(_ preferredExtension: UnsafePointer<CChar>?, _ completion: ork_completion_fn?, _ userData: UnsafeMutableRawPointer?) {
+    let completion = CCompletion(function: completion, userData: userData)
+    let preferred = string(preferredExtension)
+    Task {
+        do {
+            let picker = try await RPBroadcastActivityViewController.load(withPreferredExtension: preferred)
+            let controller = try await picker.presentAndWait()
+            let delegate = capiState.withLock { state in
+                state.broadcast = controller
+                return state.broadcastDelegate
+            }
+            controller.delegate = delegate
+            try await controller.startBroadcast()
+            completion(nil)
+        } catch {
+            completion(error)
+        }
+    }
+}
+
+/// Runs `body` on the app's broadcast, or fails with `attemptToStopNonRecording` when there is none.
+private func withBroadcast(_ completion: CCompletion, _ body: @escaping @Sendable (RPBroadcastController) async throws -> Void) {
+    Task {
+        guard let controller = capiState.withLock({ $0.broadcast }) else {
+            return completion(RPRecordingError(.attemptToStopNonRecording, "this app is not broadcasting: call ork_start_broadcast first."))
+        }
+        do {
+            try await body(controller)
+            completion(nil)
+        } catch {
+            completion(error)
+        }
+    }
+}
+
+@_cdecl("ork_pause_broadcast")
+public func ork_pause_broadcast(_ completion: ork_completion_fn?, _ userData: UnsafeMutableRawPointer?) {
+    withBroadcast(CCompletion(function: completion, userData: userData)) { try await $0.pauseBroadcast() }
+}
+
+@_cdecl("ork_resume_broadcast")
+public func ork_resume_broadcast(_ completion: ork_completion_fn?, _ userData: UnsafeMutableRawPointer?) {
+    withBroadcast(CCompletion(function: completion, userData: userData)) { try await $0.resumeBroadcast() }
+}
+
+@_cdecl("ork_finish_broadcast")
+public func ork_finish_broadcast(_ completion: ork_completion_fn?, _ userData: UnsafeMutableRawPointer?) {
+    withBroadcast(CCompletion(function: completion, userData: userData)) { try await $0.finishBroadcast() }
+}
+
+@_cdecl("ork_is_broadcasting")
+public func ork_is_broadcasting() -> Bool { capiState.withLock { $0.broadcast }?.isBroadcasting ?? false }
+
+@_cdecl("ork_is_broadcast_paused")
+public func ork_is_broadcast_paused() -> Bool { capiState.withLock { $0.broadcast }?.isPaused ?? false }
+
+@_cdecl("ork_broadcast_url")
+public func ork_broadcast_url(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int32) -> Int32 {
+    let url = Array((capiState.withLock { $0.broadcast }?.broadcastURL?.absoluteString ?? "").utf8)
+    if let buffer, size > 0 {
+        let count = min(url.count, Int(size) - 1)
+        for index in 0..<count { buffer[index] = CChar(bitPattern: url[index]) }
+        buffer[count] = 0
+    }
+    return Int32(url.count)
+}
+
+@_cdecl("ork_set_broadcast_ended_callback")
+public func ork_set_broadcast_ended_callback(_ callback: ork_completion_fn?, _ userData: UnsafeMutableRawPointer?) {
+    let delegate = callback.map { BroadcastEndedDelegate(CCompletion(function: $0, userData: userData)) }
+    let controller = capiState.withLock { state in
+        state.broadcastDelegate = delegate
+        return state.broadcast
+    }
+    controller?.delegate = delegate
+}
+
+@_cdecl("ork_show_system_broadcast_picker")
+public func ork_show_system_broadcast_picker(_ preferredExtension: UnsafePointer<CChar>?, _ showsMicrophoneButton: Bool,
+                                             _ completion: ork_completion_fn?, _ userData: UnsafeMutableRawPointer?) {
+    let completion = CCompletion(function: completion, userData: userData)
+    let picker = RPSystemBroadcastPickerView()
+    picker.preferredExtension = string(preferredExtension)
+    picker.showsMicrophoneButton = showsMicrophoneButton
+    picker.showPicker { completion($0) }
+}

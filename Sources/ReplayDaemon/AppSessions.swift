@@ -132,10 +132,7 @@ extension RecordingSessions {
         }
         let recordingOptions = RecordingOptions(outputPath: outputPath, microphone: options.microphone, systemAudio: false,
                                                 display: options.display)
-        let scope = ApplicationScope(processID: pid)
-        // Never the screen: only the app's windows and the app's own sound (plus the microphone).
-        let configuration = EngineConfiguration(video: .application(display: options.display, scope),
-                                                audio: [.application(scope)] + (options.microphone ? [.microphone] : []))
+        let configuration = Self.appOnly(options, pid: pid)
         let started = await startSession(in: slot, options: recordingOptions, configuration: configuration, output: output,
                                          clientPID: pid, connection: connection)
         guard case .success(let status) = started else { return started }
@@ -144,6 +141,15 @@ extension RecordingSessions {
         // samples, and an app that stops 2 s after its start must not get a recording of one second.
         await waitUntilCapturing(slot)
         return .success(self.status(of: slot) ?? status)
+    }
+
+    /// What every session of an app captures: never the screen, only the windows of the app (`pid` and
+    /// its descendants) and the app's own sound, plus the microphone when asked. Recordings, captures,
+    /// clips and the app's broadcasts all go through this.
+    static func appOnly(_ options: AppSessionOptions, pid: Int32) -> EngineConfiguration {
+        let scope = ApplicationScope(processID: pid)
+        return EngineConfiguration(video: .application(display: options.display, scope),
+                                   audio: [.application(scope)] + (options.microphone ? [.microphone] : []))
     }
 
     /// Stops the caller's recording; moves the movie to `outputPath`, or keeps it for the preview.

@@ -19,6 +19,8 @@ import Glibc
 /// each end the broadcast with an error that says which; replayd and other sessions go on.
 struct BroadcastHost {
     var manifest: ExtensionManifest
+    /// The session it carries: the person's broadcast (`.broadcast`), or an app's own (AppBroadcasts.swift).
+    var slot: SessionSlot = .broadcast
     var sessionID: String
     var setupInfo: [String: String]
     var pid: Int32
@@ -39,6 +41,8 @@ struct BroadcastHost {
     var focus: FocusWatcher?
     /// The last focused pid annotated (nil: none yet).
     var annotatedPID: Int32?
+    /// An app's broadcast: the focus watcher's first report (the focus at the start) came.
+    var focusReported = false
     /// Pictures the extension was not ready for, as last read from the ring (kept for the final status).
     var framesDropped = 0
 }
@@ -92,7 +96,7 @@ extension RecordingSessions {
         if let running = slots[.broadcast]?.machine.current {
             return .failure(ReplayError(.sessionActive, "a broadcast is already running (session \(running.id), to \(broadcastHost?.manifest.displayName ?? "?")): stop it with `replay stop` first."))
         }
-        if broadcastHost != nil {
+        if broadcastHost?.slot == .broadcast {
             return .failure(ReplayError(.sessionActive, "the last broadcast's extension is still finishing: try again in a few seconds."))
         }
         let catalog = ExtensionCatalog.load(environment: ProcessInfo.processInfo.environment, executablePath: ExtensionCatalog.currentExecutable())
@@ -138,7 +142,12 @@ extension RecordingSessions {
         let recordingOptions = RecordingOptions(outputPath: paths.directory, microphone: options.microphone, systemAudio: options.systemAudio,
                                                 audioRequired: options.microphone, display: options.display, framesPerSecond: options.framesPerSecond)
         do throws(ReplayError) { try recordingOptions.validate() } catch { return .failure(error) }
-        // A system broadcast takes over, as a system recording does.
+        // A system broadcast takes over, as a system recording does: an app's broadcast first, its
+        // extension gone before this one starts (AppBroadcasts.swift).
+        await interruptAppBroadcast()
+        if broadcastHost != nil {
+            return .failure(ReplayError(.sessionActive, "the last broadcast's extension is still finishing: try again in a few seconds."))
+        }
         await interruptAppSessions(by: "broadcasting")
         let started = await startSession(in: .broadcast, options: recordingOptions, configuration: EngineConfiguration(recordingOptions),
                                          output: .ring, clientPID: clientPID, connection: connection)
@@ -219,7 +228,7 @@ extension RecordingSessions {
         guard let host = broadcastHost, host.pid == pid, !host.attached, host.failure == nil else {
             return .failure(ReplayError(.permissionDenied, "only the extension replayd started for the running broadcast may attach to it (pid \(pid) is not it)."))
         }
-        guard let ring = slots[.broadcast]?.ring else { return .failure(ReplayError(.noSession, "the broadcast ended as it started.")) }
+        guard let ring = slots[host.slot]?.ring else { return .failure(ReplayError(.noSession, "the broadcast ended as it started.")) }
         let path = paths.directory + "/ring-ext-\(pid)-\(UUID().uuidString.prefix(8)).sock"
         let name = host.manifest.displayName
         do throws(ReplayError) {
@@ -277,7 +286,7 @@ extension RecordingSessions {
         guard let host = broadcastHost else { return }
         if let url = host.broadcastURL { logger.info("broadcast URL", metadata: ["url": "\(url)"]) }
         broadcast(BroadcastUpdatedEvent(broadcastURL: host.broadcastURL, serviceInfo: host.serviceInfo),
-                  to: slots[.broadcast]?.subscribers ?? [])
+                  to: slots[host.slot]?.subscribers ?? [])
     }
 
     // MARK: ending
@@ -291,9 +300,13 @@ extension RecordingSessions {
         let waiters = host.attachWaiters
         broadcastHost?.attachWaiters = []
         for waiter in waiters { waiter.resume(returning: .failure(error)) }
-        guard slots[.broadcast]?.machine.current?.id == host.sessionID else { return }
-        slots[.broadcast]?.discardReason = error
-        _ = await stopBroadcast()
+        guard slots[host.slot]?.machine.current?.id == host.sessionID else { return }
+        slots[host.slot]?.discardReason = error
+        if host.slot == .broadcast {
+            _ = await stopBroadcast()
+        } else {
+            _ = await finishHostedAppBroadcast(host.slot)
+        }
     }
 
     /// The session is over (stopped, failed, or its engine ended): the extension hears it, and
@@ -321,14 +334,14 @@ extension RecordingSessions {
         kill(pid, SIGKILL)
     }
 
-    private func sendFinished() {
+    func sendFinished() {
         guard broadcastHost?.finishSent == false else { return }
         broadcastHost?.finishSent = true
         tellExtension(BroadcastControlEvent(action: .finished))
     }
 
     /// Waits until the extension's process has left.
-    private func extensionGone() async {
+    func extensionGone() async {
         guard let host = broadcastHost, !host.exited else { return }
         await withCheckedContinuation { broadcastHost?.exitWaiters.append($0) }
     }
@@ -356,7 +369,7 @@ extension RecordingSessions {
         if broadcastHost?.pid == pid, broadcastHost?.sessionOver == true { forgetBroadcastHost() }
     }
 
-    private func attachTimedOut(pid: Int32) async {
+    func attachTimedOut(pid: Int32) async {
         guard let host = broadcastHost, host.pid == pid, !host.attached else { return }
         await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) did not connect to replayd within \(BroadcastHostLimits.attachTimeout): is it an OpenReplayKit extension (RPBroadcastExtensionMain)? Its output is in \(logPath(of: host.manifest))."),
                             kill: true)
@@ -365,12 +378,12 @@ extension RecordingSessions {
     // MARK: watching
 
     /// Twice a second: memory over the limit, or no heartbeat for too long, ends the broadcast.
-    private func watchExtension(pid: Int32) async {
+    func watchExtension(pid: Int32) async {
         let limit = extensionMemoryMegabytes
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(500))
             guard let host = broadcastHost, host.pid == pid, !host.exited, host.failure == nil else { return }
-            if let counters = slots[.broadcast]?.ring?.counters { broadcastHost?.framesDropped = Int(counters.framesDropped) }
+            if let counters = slots[host.slot]?.ring?.counters { broadcastHost?.framesDropped = Int(counters.framesDropped) }
             if let resident = Self.residentMegabytes(of: pid), resident > Double(limit) {
                 let figure = String(format: "%.1f", resident)
                 await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) used \(figure) MB of memory, over its limit of \(limit) MB (replayd --extension-memory-mb): it was stopped."),
@@ -409,7 +422,7 @@ extension RecordingSessions {
         tellExtension(BroadcastAnnotatedEvent(bundleIdentifier: identity.identifier, name: identity.name, iconPath: identity.iconPath))
     }
 
-    private func tellExtension(_ event: some ControlEventBody) {
+    func tellExtension(_ event: some ControlEventBody) {
         guard let connection = broadcastHost?.connection else { return }
         broadcast(event, to: [connection])
     }
@@ -422,7 +435,7 @@ extension RecordingSessions {
 
     /// Starts the extension's program as this user, in a process group of its own, with only the
     /// user's folders and replayd's socket in its environment; reaps it on a thread of its own.
-    private func launchExtension(_ manifest: ExtensionManifest) throws(ReplayError) -> Int32 {
+    func launchExtension(_ manifest: ExtensionManifest) throws(ReplayError) -> Int32 {
         let ours = ProcessInfo.processInfo.environment
         var environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "ORK_REPLAYD_SOCKET": paths.socket,
                            "ORK_EXTENSION_IDENTIFIER": manifest.identifier]
@@ -457,6 +470,6 @@ extension RecordingSessions {
         status.broadcastURL = host.broadcastURL
         status.serviceInfo = host.serviceInfo
         status.paused = host.paused
-        status.extensionFramesDropped = slots[.broadcast]?.ring.map { Int($0.counters.framesDropped) } ?? host.framesDropped
+        status.extensionFramesDropped = slots[host.slot]?.ring.map { Int($0.counters.framesDropped) } ?? host.framesDropped
     }
 }

@@ -74,8 +74,9 @@ package struct ControlServer: Service {
         if DaemonLauncher.isListening(socketPath: socketPath) {
             throw ReplayError(.sessionActive, "another process already serves \(socketPath): is another replayd running?")
         }
-        // Private from the first moment: the folder is 0700 and the socket is created 0600.
-        let oldMask = umask(0o177)
+        // Private from the first moment: the folder is 0700, so no one else reaches the socket before it is
+        // made 0600. (Not through umask: it is the whole process's, and a file another thread created
+        // meanwhile, an in-process test's say, lost its permissions.)
         let server: NIOAsyncChannel<Connection, Never>
         // Connections accepted but not yet taken by the loop below: one accepted as the socket closes
         // never reaches the loop, and NIO traps when its writer goes unfinished; these are closed properly.
@@ -94,10 +95,8 @@ package struct ControlServer: Service {
                     }
                 }
         } catch {
-            umask(oldMask)
             throw ReplayError(.permissionDenied, "cannot listen on \(socketPath): \(error).")
         }
-        umask(oldMask)
         chmod(socketPath, 0o600)
         defer { unlink(socketPath) }
         logger.info("listening", metadata: [

@@ -176,6 +176,7 @@ package actor RecordingSessions {
         registerAppMethods(in: &router)
         registerBroadcastMethods(in: &router)
         registerBroadcastSetupMethods(in: &router)
+        registerAppBroadcastMethods(in: &router)
     }
 
     // MARK: requests
@@ -400,7 +401,7 @@ package actor RecordingSessions {
         slots[slot]?.runTask = nil
         slots[slot]?.recorder = nil
         slots[slot]?.clip = nil
-        if let counters = slots[slot]?.ring?.counters, slot == .broadcast { broadcastHost?.framesDropped = Int(counters.framesDropped) }
+        if let counters = slots[slot]?.ring?.counters, slot == broadcastHost?.slot { broadcastHost?.framesDropped = Int(counters.framesDropped) }
         // The app's reader sees the ring closed and ends its delivery.
         slots[slot]?.ring?.close()
         slots[slot]?.ring = nil
@@ -426,7 +427,7 @@ package actor RecordingSessions {
         let waiters = slots[slot]?.stopWaiters ?? []
         slots[slot]?.stopWaiters = []
         // The broadcast's extension hears that it is over (and is killed if it does not leave).
-        if slot == .broadcast { broadcastSessionEnded() }
+        if slot == broadcastHost?.slot { broadcastSessionEnded() }
         // The window is gone before anyone hears that the session ended.
         await indicator?.close()
         broadcast(SessionEndedEvent(status: final, error: error), to: audience)
@@ -468,7 +469,7 @@ package actor RecordingSessions {
             microphoneRecorded: recorder?.microphoneRecorded ?? false,
             systemAudioRecorded: recorder?.systemAudioRecorded ?? false,
             encoder: recorder?.encoderName ?? "", warnings: recorder?.warnings ?? [], error: error)
-        if session.kind == .broadcast { addBroadcastFields(to: &status) }
+        if session.kind == .broadcast || session.kind == .appBroadcast { addBroadcastFields(to: &status) }
         guard case .clip(let seconds) = session.output else { return status }
         // A clip buffer's bytes are what it holds in memory now.
         let clip = slots[SessionSlot(kind: session.kind, owner: session.owner)]?.clip

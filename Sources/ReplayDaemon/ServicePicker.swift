@@ -23,11 +23,12 @@ package enum ServicePicker: Sendable, Equatable {
 
     /// Asks the person (or answers as the test said) which of `services` to broadcast to: nil when
     /// they cancel. A fixed answer naming a service that is not offered is an error, as replay-ui's would be.
-    package func pick(_ services: [SystemWindows.PickerService], microphone: Bool, display: String,
+    package func pick(_ services: [SystemWindows.PickerService], microphone: Bool, showsMicrophoneButton: Bool = true, display: String,
                       paths: ControlPaths) async throws(ReplayError) -> SystemWindows.PickerChoice? {
         switch self {
         case .systemWindow:
-            return try await SystemWindows.pickService(services, microphone: microphone, display: display, paths: paths)
+            return try await SystemWindows.pickService(services, microphone: microphone, showsMicrophoneButton: showsMicrophoneButton,
+                                                       display: display, paths: paths)
         case .fixed(nil):
             return nil
         case .fixed(let choice?):

@@ -12,11 +12,12 @@ import Glibc
 ///
 /// The contract with `replay-ui` (docs/ARCHITECTURE.md): it writes exactly one JSON object, on one
 /// line, to its standard output (a 0600 file in replayd's private folder, never a pipe) and exits 0:
-/// - `replay-ui consent --display D --app-name NAME [--app-icon PNG] [--microphone]`:
-///   `{"answer":"allow"}` or `{"answer":"deny"}` (closing the window denies);
+/// - `replay-ui consent --display D --app-name NAME [--app-icon PNG] [--microphone] [--service NAME]`:
+///   `{"answer":"allow"}` or `{"answer":"deny"}` (closing the window denies); with `--service` it is the
+///   pairing prompt of an app's broadcast, naming the app and the service;
 /// - `replay-ui preview --display D --file MOVIE --save-folder DIR`:
 ///   `{"action":"saved","path":P}`, `{"action":"shared","path":P}` or `{"action":"cancelled"}`;
-/// - `replay-ui picker --display D --services FILE [--microphone]`, FILE a JSON list of
+/// - `replay-ui picker --display D --services FILE [--microphone] [--no-microphone-button]`, FILE a JSON list of
 ///   `{"identifier":…,"displayName":…,"iconPath":…|null}` (a 0600 file in replayd's private folder):
 ///   `{"action":"start","identifier":ID,"microphone":true|false}` (ID one of FILE's) or
 ///   `{"action":"cancelled"}` (Escape, Cancel, closing the window; an empty list offers only Cancel).
@@ -32,11 +33,14 @@ package enum SystemWindows {
         package var appName: String
         package var appIconPath: String?
         package var microphone: Bool
-        package init(display: String, appName: String, appIconPath: String? = nil, microphone: Bool) {
+        /// The broadcast service's name when the app asks to broadcast (the pairing prompt), else nil.
+        package var serviceName: String?
+        package init(display: String, appName: String, appIconPath: String? = nil, microphone: Bool, serviceName: String? = nil) {
             self.display = display
             self.appName = appName
             self.appIconPath = appIconPath
             self.microphone = microphone
+            self.serviceName = serviceName
         }
     }
 
@@ -84,6 +88,7 @@ package enum SystemWindows {
         var arguments = ["consent", "--display", request.display, "--app-name", request.appName]
         if let icon = request.appIconPath { arguments += ["--app-icon", icon] }
         if request.microphone { arguments.append("--microphone") }
+        if let service = request.serviceName { arguments += ["--service", service] }
         struct Answer: Decodable { var answer: ConsentAnswer }
         return try await run(arguments, paths: paths, as: Answer.self).answer
     }
@@ -106,8 +111,9 @@ package enum SystemWindows {
     }
 
     /// Shows the broadcast picker with `services` (in this order, the first selected) and the microphone
-    /// check box set to `microphone`, and waits for the person: their choice, or nil when they cancel.
-    package static func pickService(_ services: [PickerService], microphone: Bool, display: String,
+    /// check box set to `microphone` (hidden when not `showsMicrophoneButton`), and waits for the
+    /// person: their choice, or nil when they cancel.
+    package static func pickService(_ services: [PickerService], microphone: Bool, showsMicrophoneButton: Bool = true, display: String,
                                     paths: ControlPaths) async throws(ReplayError) -> PickerChoice? {
         try paths.prepareDirectory()
         let servicesFile = paths.directory + "/picker-\(UUID().uuidString).json"
@@ -130,6 +136,7 @@ package enum SystemWindows {
         }
         var arguments = ["picker", "--display", display, "--services", servicesFile]
         if microphone { arguments.append("--microphone") }
+        if !showsMicrophoneButton { arguments.append("--no-microphone-button") }
         let outcome = try await run(arguments, paths: paths, as: Outcome.self)
         switch (outcome.action, outcome.identifier) {
         case ("start", let identifier?) where services.contains(where: { $0.identifier == identifier }):

@@ -21,7 +21,9 @@ struct TestApp: AsyncParsableCommand {
             capture-log=PATH (the next capture writes each picture's CLOCK_MONOTONIC arrival in ns, its Y at the first point and its presentation time in ns), \
             wait-stopped=SECONDS (the delegate's didStopRecording), watch-captured=SECONDS \
             (RPScreen.isCaptured's changes), group-set=GROUP:KEY[:VALUE], group-get=GROUP:KEY (an app group's secret and its store), \
-            hold (until killed).
+            hold (until killed); broadcast-load[=EXTENSION], broadcast-start, broadcast-pause, \
+            broadcast-resume, broadcast-finish, broadcast-status, broadcast-wait-paused=SECONDS, broadcast-wait-info=SECONDS, \
+            broadcast-wait-ended=SECONDS, system-picker[=EXTENSION][,no-mic] (BroadcastSteps.swift).
             """)
 
     @Argument(help: "The steps.")
@@ -31,6 +33,7 @@ struct TestApp: AsyncParsableCommand {
         let recorder = RPScreenRecorder.shared()
         let delegate = Delegate()
         recorder.delegate = delegate
+        let broadcasts = BroadcastSteps()
         var children: [Process] = []
         /// Where the next capture step writes each picture's arrival (make bench's latency).
         var captureLog: String?
@@ -117,6 +120,9 @@ struct TestApp: AsyncParsableCommand {
                 case "hold":
                     Self.report(step)
                     while true { try await Task.sleep(for: .seconds(60)) }
+                case _ where name.hasPrefix("broadcast-") || name == "system-picker":
+                    Self.report(step, extra: try await broadcasts.run(name, value))
+                    continue
                 default:
                     throw TestAppError("unknown step \(name)")
                 }

@@ -19,11 +19,13 @@ final class BroadcastSession: @unchecked Sendable {
     private var audioChunks: [String: Int] = [:]
     private var behave = ""
     private var hoard: [[UInt8]] = []
+    private let colours = ColourTally()
 
     private init() {
         let folder = ProcessInfo.processInfo.environment["ORK_EXTENSION_FOLDER"] ?? "/tmp"
         let path = folder + "/events.log"
-        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        // Appended to: a test that broadcasts twice reads both broadcasts' lines.
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         log = FileHandle(forWritingAtPath: path)
         log?.seekToEndOfFile()
     }
@@ -60,7 +62,13 @@ final class BroadcastSession: @unchecked Sendable {
 
     func encode(_ image: CVImageBuffer, _ pts: CMTime) {
         pictures += 1
-        if pictures == 1 { note("first picture \(CVPixelBufferGetWidth(image))x\(CVPixelBufferGetHeight(image)) at \(pts.seconds)") }
+        if pictures == 1 {
+            note("first picture \(CVPixelBufferGetWidth(image))x\(CVPixelBufferGetHeight(image)) at \(pts.seconds)")
+            // Live: where viewers watch, and the service's figures (the app's delegate hears both).
+            SampleHandlerBox.handler?.updateBroadcastURL(URL(string: "https://seed.example/watch/\(ProcessInfo.processInfo.processIdentifier)")!)
+            SampleHandlerBox.handler?.updateServiceInfo(["viewers": "3" as NSString, "comment": "hello from the seed" as NSString])
+        }
+        colours.add(image, note: note)
         if pictures % 10 == 0 { note("pictures \(pictures)") }
         if behave == "crash", pictures == 10 { abort() }
         if behave == "hang", pictures == 5 {

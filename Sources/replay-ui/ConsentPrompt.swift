@@ -1,7 +1,8 @@
 import Foundation
 import ReplayGtk
 
-/// The consent prompt, worded as iOS's: "Allow “NAME” to record the screen?", with the app's icon,
+/// The consent prompt, worded as iOS's: "Allow “NAME” to record the screen?" (for an app's broadcast,
+/// the pairing: "Allow “NAME” to broadcast itself to “SERVICE”?"), with the app's icon,
 /// what it means, and **Don't Allow** / **Allow**. Return allows and Escape denies whichever button
 /// has the focus (a key handler that sees keys before the buttons do); closing the window denies.
 /// The focus starts on Don't Allow, the safe choice for Space.
@@ -12,10 +13,17 @@ final class ConsentPrompt {
     private let allow = Button("Allow")
     private var answered = false
 
-    init(appName: String, iconPath: String?, microphone: Bool) {
-        let question = microphone
-            ? "Allow “\(appName)” to record the screen and the microphone?"
-            : "Allow “\(appName)” to record the screen?"
+    init(appName: String, iconPath: String?, microphone: Bool, serviceName: String? = nil) {
+        let question: String
+        if let serviceName {
+            question = microphone
+                ? "Allow “\(appName)” to broadcast itself and the microphone to “\(serviceName)”?"
+                : "Allow “\(appName)” to broadcast itself to “\(serviceName)”?"
+        } else {
+            question = microphone
+                ? "Allow “\(appName)” to record the screen and the microphone?"
+                : "Allow “\(appName)” to record the screen?"
+        }
         window = Window(title: question, width: 420)
         window.isResizable = false
 
@@ -37,10 +45,20 @@ final class ConsentPrompt {
         title.addStyleClass("consent-title")
         column.append(title)
 
-        let what = microphone
-            ? "“\(appName)” will get its own windows and sound, and what your microphone hears: never what other apps show or play."
-            : "“\(appName)” will get its own windows and sound: never what other apps show or play."
-        let body = Label(what + "\nYour answer holds for 8 minutes.", wraps: true)
+        let what: String
+        if let serviceName {
+            // The pairing of an app and a service: asked at every broadcast, never remembered.
+            what = (microphone
+                ? "“\(serviceName)” will get the windows and sound of “\(appName)”, and what your microphone hears, live: never what other apps show or play."
+                : "“\(serviceName)” will get the windows and sound of “\(appName)”, live: never what other apps show or play.")
+                + "\nYou are asked each time “\(appName)” starts a broadcast."
+        } else {
+            what = (microphone
+                ? "“\(appName)” will get its own windows and sound, and what your microphone hears: never what other apps show or play."
+                : "“\(appName)” will get its own windows and sound: never what other apps show or play.")
+                + "\nYour answer holds for 8 minutes."
+        }
+        let body = Label(what, wraps: true)
         body.justify(.center)
         column.append(body)
 

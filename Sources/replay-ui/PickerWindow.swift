@@ -24,9 +24,12 @@ final class PickerWindow {
     private let cancelButton = Button("Cancel")
     private let startButton = Button("Start Broadcast")
     private var answered = false
+    /// False when the app's picker view hides the switch (`showsMicrophoneButton`): Space does nothing then.
+    private var microphoneShown = true
 
-    init(services: [PickerService], microphone: Bool) {
+    init(services: [PickerService], microphone: Bool, showsMicrophoneButton: Bool = true) {
         self.services = services
+        microphoneShown = showsMicrophoneButton
         window = Window(title: "Screen Broadcast", width: 420)
         window.isResizable = false
 
@@ -61,7 +64,7 @@ final class PickerWindow {
 
             microphoneCheck.isActive = microphone
             microphoneCheck.setTooltip("Also broadcast what your microphone hears (Space)")
-            column.append(microphoneCheck)
+            if showsMicrophoneButton { column.append(microphoneCheck) }
 
             startButton.addStyleClass("suggested-action")
             buttons.append(startButton)
@@ -118,7 +121,7 @@ final class PickerWindow {
                 return true
             case .space, .keypadSpace:
                 // A focused button takes its Space (a press), the check box its own (a toggle).
-                if self.services.isEmpty || self.cancelButton.hasFocus || self.startButton.hasFocus || self.microphoneCheck.hasFocus {
+                if self.services.isEmpty || !self.microphoneShown || self.cancelButton.hasFocus || self.startButton.hasFocus || self.microphoneCheck.hasFocus {
                     return false
                 }
                 self.microphoneCheck.isActive.toggle()

@@ -38,6 +38,9 @@ struct Picker: ParsableCommand {
     @Flag(help: "The microphone is on when the picker opens.")
     var microphone = false
 
+    @Flag(help: "Hide the microphone switch (the microphone stays as --microphone set it).")
+    var noMicrophoneButton = false
+
     func validate() throws {
         _ = try Self.read(services)
     }
@@ -55,7 +58,7 @@ struct Picker: ParsableCommand {
         let offered = try Self.read(services)
         try MainActor.assumeIsolated {
             try startGtk(display: display, programName: "openreplaykit-picker")
-            let window = PickerWindow(services: offered, microphone: microphone)
+            let window = PickerWindow(services: offered, microphone: microphone, showsMicrophoneButton: !noMicrophoneButton)
             window.show()
             Gtk.run()
         }
@@ -67,7 +70,8 @@ struct Consent: ParsableCommand {
         abstract: "Asks whether an app may record the screen (and the microphone).",
         discussion: """
             Prints {"answer":"allow"} or {"answer":"deny"}. Return allows, Escape and closing the \
-            window deny. The window's WM_CLASS is openreplaykit-consent.
+            window deny. With --service it is the pairing prompt of an app's broadcast: it names the \
+            app and the service. The window's WM_CLASS is openreplaykit-consent.
             """)
 
     @Option(help: "The X11 display to show the prompt on (default: $DISPLAY).")
@@ -82,14 +86,18 @@ struct Consent: ParsableCommand {
     @Flag(help: "The app asks for the microphone too.")
     var microphone = false
 
+    @Option(help: "The broadcast service the app asks to broadcast to (the pairing prompt).")
+    var service: String?
+
     func validate() throws {
+        if let service, service.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--service must not be empty") }
         guard !appName.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--app-name must not be empty") }
     }
 
     func run() throws {
         try MainActor.assumeIsolated {
             try startGtk(display: display, programName: "openreplaykit-consent")
-            let prompt = ConsentPrompt(appName: appName, iconPath: appIcon, microphone: microphone)
+            let prompt = ConsentPrompt(appName: appName, iconPath: appIcon, microphone: microphone, serviceName: service)
             prompt.show()
             Gtk.run()
         }

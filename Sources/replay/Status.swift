@@ -58,7 +58,8 @@ struct Status: AsyncParsableCommand {
         if s.kind == .clip {
             return "clip buffer: keeping the last \(Format.duration(s.clipSeconds ?? 0)) of display \(s.display), holding \(Format.duration(s.bufferedSeconds ?? 0)) in \(Format.bytes(s.bytesWritten)) of memory (session \(s.id))"
         }
-        let what = s.kind == .appClip ? "buffering clips" : s.kind == .appRecording ? "recording itself" : s.kind.rawValue
+        let what = s.kind == .appClip ? "buffering clips" : s.kind == .appRecording ? "recording itself"
+            : s.kind == .appBroadcast ? "broadcasting itself to \(s.service ?? "?")\(s.paused == true ? " (paused)" : "")" : s.kind.rawValue
         return "app pid \(s.clientPID): \(what) on display \(s.display), \(Format.duration(s.elapsedSeconds)) (session \(s.id))"
     }
 

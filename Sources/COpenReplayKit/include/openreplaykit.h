@@ -165,6 +165,34 @@ void ork_stop_clip_buffering(ork_completion_fn completion, void *user_data);
  * goes on. It starts at a keyframe: up to 2 s longer than asked. */
 void ork_export_clip(const char *path, double seconds, ork_completion_fn completion, void *user_data);
 
+/* MARK: broadcasting (RPBroadcastActivityViewController, RPBroadcastController, RPSystemBroadcastPickerView) */
+
+/* The app's own broadcast: shows the broadcast picker on the app's display (only
+ * `preferred_extension`, an upload extension's identifier, when not NULL), then the pairing prompt
+ * naming the app and the service (every time), then sends the app's own windows and sound (and the
+ * microphone when switched on in the picker or with ork_set_microphone_enabled) to the service's
+ * upload extension. `completion` gets the outcome once it runs (ORK_ERROR_USER_DECLINED when the
+ * person cancelled the picker or declined). One broadcast per process. It pauses by itself when
+ * another application takes the focus: ork_resume_broadcast resumes it. */
+void ork_start_broadcast(const char *preferred_extension, ork_completion_fn completion, void *user_data);
+void ork_pause_broadcast(ork_completion_fn completion, void *user_data);
+void ork_resume_broadcast(ork_completion_fn completion, void *user_data);
+/* Ends the broadcast; `completion` runs once the extension has left. */
+void ork_finish_broadcast(ork_completion_fn completion, void *user_data);
+bool ork_is_broadcasting(void);
+bool ork_is_broadcast_paused(void);
+/* Copies where viewers watch (empty until the extension said) into `buffer` (up to `size` bytes with
+ * its NUL) when that is not NULL; returns the URL's full length in bytes. */
+int32_t ork_broadcast_url(char *buffer, int32_t size);
+/* `callback` hears the end of a broadcast the app did not finish (the extension failed, the person's
+ * broadcast or recording interrupted it): its code and words. NULL stops that. */
+void ork_set_broadcast_ended_callback(ork_completion_fn callback, void *user_data);
+/* RPSystemBroadcastPickerView's action: the picker (only `preferred_extension` when not NULL; its
+ * microphone switch hidden unless `shows_microphone_button`), then the person's broadcast of the
+ * whole screen, which the app does not own (it cannot stop it; it goes on after the app quits). */
+void ork_show_system_broadcast_picker(const char *preferred_extension, bool shows_microphone_button,
+                                      ork_completion_fn completion, void *user_data);
+
 /* MARK: the screen (RPScreen.main) */
 
 /* Whether any OpenReplayKit session (the person's or any app's) captures the screen now. The first
