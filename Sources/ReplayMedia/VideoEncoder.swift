@@ -28,6 +28,10 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     /// true, full range (0…255, the frame ring's '420f' NV12 that a broadcast extension encodes).
     /// The stream says which, so that players show the levels as they were.
     public var fullRange = false
+    /// A ceiling in kilobits a second (x264's VBV, over a second's buffer) on top of the constant
+    /// rate factor, for a live stream whose link may be slower; nil: none. libx264 (`.x264`)
+    /// takes a new one while it runs (`VideoEncoder.setMaximumBitrate`).
+    public var maximumBitrate: Int?
 
     public init(width: Int, height: Int, framesPerSecond: Int, preset: String, crf: Int) {
         self.width = width
@@ -260,6 +264,18 @@ package final class VideoEncoder: @unchecked Sendable {
             defer { av_packet_unref(packet) }
             try deliver(packet)
         }
+    }
+
+    /// The next picture is a keyframe (a new connection starts there), and the count to the next restarts.
+    package func requestKeyframe() {
+        picturesSinceKeyframe = keyframeInterval
+    }
+
+    /// A new bitrate ceiling (kilobits a second) from the next picture on; false when this encoder
+    /// cannot change it while running (only libx264 through its own API, opened with a ceiling, can).
+    @discardableResult
+    package func setMaximumBitrate(_ kilobits: Int) -> Bool {
+        x264?.setMaximumBitrate(kilobits) ?? false
     }
 
     /// libx264's: a keyframe every `keyframeInterval` pictures, else P unless most of it changed.

@@ -1,0 +1,164 @@
+import Foundation
+import ReplayTesting
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SystemTests {
+    /// The RTMP extension (org.openreplaykit.rtmp) against what the network and the screen do to a
+    /// live stream: a cut, a slow link, a still screen. nginx-rtmp is the ingest; a `TCPProxy` in
+    /// front of it is the network; ffprobe and ffmpeg read the stream back from nginx.
+    @Suite("replay broadcast: the RTMP extension on a real network")
+    struct BroadcastNetworkTests {
+        static let service = "org.openreplaykit.rtmp"
+
+        /// Runs `body` with nginx-rtmp, stopping it whatever happens.
+        static func withNginx(_ body: (NginxRTMPServer) async throws -> Void) async throws {
+            let nginx = try await NginxRTMPServer.start()
+            do {
+                try await body(nginx)
+            } catch {
+                await nginx.stop()
+                throw error
+            }
+            await nginx.stop()
+        }
+
+        static func broadcast(_ environment: TestEnvironment, to base: String, key: String) async throws -> BackgroundProcess {
+            let env: [String: String?] = ["XDG_DATA_HOME": environment.directory.appendingPathComponent("data").path]
+            let broadcast = try environment.startReplay(["broadcast", "--service", service, "--setup", "url=\(base)", "--setup", "key=\(key)"],
+                                                        environment: env)
+            try await BroadcastTests.waitFor("the broadcast URL on stdout") { broadcast.currentOutput.contains(base) }
+            return broadcast
+        }
+
+        static func extensionLog(_ environment: TestEnvironment) -> String {
+            let path = environment.runtimeDirectory.appendingPathComponent("openreplaykit/extension-\(service).log")
+            return (try? String(contentsOf: path, encoding: .utf8)) ?? ""
+        }
+
+        /// Seconds from now until ffprobe, started now, prints the first decoded picture of `url`
+        /// (its width and height, also returned).
+        static func firstPicture(of url: String, timeout: Duration = .seconds(15)) async throws -> (seconds: Double, size: String) {
+            let started = ContinuousClock.now
+            // Line-buffered (stdbuf), so that the first picture's line shows as it is decoded.
+            let probe = try BackgroundProcess("stdbuf", arguments: ["-oL", "ffprobe", "-v", "error", "-rw_timeout", "15000000",
+                                                                    "-select_streams", "v:0", "-show_entries", "frame=width,height",
+                                                                    "-of", "csv=p=0", "-read_intervals", "%+#90", url])
+            defer { probe.signal(SIGKILL) }
+            while ContinuousClock.now - started < timeout {
+                if let line = probe.currentOutput.split(separator: "\n").first(where: { $0.contains(",") }) {
+                    return ((ContinuousClock.now - started) / .seconds(1), String(line).replacingOccurrences(of: ",", with: "x"))
+                }
+                if !probe.isRunning, probe.currentOutput.isEmpty {
+                    throw HarnessError("ffprobe read no picture from \(url): \(probe.currentError.suffix(500))")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            throw HarnessError("no picture from \(url) within \(timeout): \(probe.currentError.suffix(500))")
+        }
+
+        /// Video packet times (seconds) of `seconds` of the live stream `url`, copied by ffmpeg.
+        static func videoPacketTimes(of url: String, seconds: Int, in environment: TestEnvironment, name: String) async throws -> [Double] {
+            let file = environment.outputPath(name)
+            let read = try await ProcessRunner.run("ffmpeg", arguments: ["-nostdin", "-loglevel", "error", "-rw_timeout", "10000000",
+                                                                           "-i", url, "-t", "\(seconds)", "-c", "copy", "-y", file],
+                                                   timeout: .seconds(Double(seconds) + 30))
+            guard read.succeeded else { throw HarnessError("ffmpeg could not read \(url): \(read)") }
+            let probe = try await ProcessRunner.run("ffprobe", arguments: ["-v", "error", "-select_streams", "v:0", "-show_entries",
+                                                                            "packet=pts_time", "-of", "csv=p=0", file],
+                                                    timeout: .seconds(30))
+            return probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        }
+
+        @Test("A 5-s network cut: the extension says it is reconnecting, connects again by itself, and the stream is readable within 3 s of the network's return",
+              .timeLimit(.minutes(3)))
+        func networkCut() async throws {
+            try await Self.withNginx { nginx in
+                let proxy = try await TCPProxy(to: nginx.port)
+                try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
+                    let broadcast = try await Self.broadcast(environment, to: "rtmp://127.0.0.1:\(proxy.port)/live", key: "cut")
+                    let url = "\(nginx.base)/cut"
+                    let before = try await Self.firstPicture(of: url)
+                    #expect(before.size == "640x480")
+
+                    await proxy.stop()
+                    let cutAt = ContinuousClock.now
+                    try await BroadcastTests.waitFor("`replay broadcast` to say the stream is reconnecting", timeout: .seconds(5)) {
+                        broadcast.currentError.contains("stream=reconnecting")
+                    }
+                    let status = try await environment.replay(["status"])
+                    #expect(status.stdout.contains("stream=reconnecting"), "\(status)")
+                    try await Task.sleep(until: cutAt + .seconds(5), clock: .continuous)
+
+                    try await proxy.start()
+                    let after = try await Self.firstPicture(of: url)
+                    print("network cut: ffprobe read a picture \(after.seconds) s after the network came back (\(before.seconds) s on a live stream)")
+                    #expect(after.seconds <= 3, "readable again within 3 s of the network's return: \(after.seconds) s")
+                    #expect(after.size == "640x480")
+                    try await BroadcastTests.waitFor("`replay status` to say the stream is live", timeout: .seconds(5)) {
+                        broadcast.currentError.components(separatedBy: "stream=").last?.hasPrefix("live") == true
+                    }
+
+                    // The stream goes on: a few seconds of it, a picture at least every second.
+                    let times = try await Self.videoPacketTimes(of: url, seconds: 3, in: environment, name: "after-cut.flv")
+                    #expect(times.count >= 30, "\(times.count) pictures in 3 s after the cut")
+
+                    let stop = try await environment.replay(["stop"])
+                    #expect(stop.succeeded, "\(stop)")
+                    let ended = try await broadcast.waitForExit(timeout: .seconds(20))
+                    #expect(ended.succeeded, "\(ended)")
+                    let log = Self.extensionLog(environment)
+                    #expect(log.contains("reconnecting") && log.contains("reconnected"), "the extension's log says so: \(log.suffix(3000))")
+                    #expect(log.contains("picturesSkipped"), "pictures skipped while down are counted: \(log.suffix(3000))")
+                }
+                await proxy.stop()
+            }
+        }
+
+        @Test("A still screen: the stream carries a picture at least every second", .timeLimit(.minutes(2)))
+        func stillScreen() async throws {
+            try await Self.withNginx { nginx in
+                try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480,
+                                                                             content: TestContent.Options(mode: .still, audio: false))) { environment in
+                    let broadcast = try await Self.broadcast(environment, to: nginx.base, key: "still")
+                    try await Task.sleep(for: .seconds(1))
+                    let times = try await Self.videoPacketTimes(of: "\(nginx.base)/still", seconds: 5, in: environment, name: "still.flv")
+                    let gaps = zip(times, times.dropFirst()).map { $1 - $0 }
+                    print("still screen: \(times.count) pictures in 5 s, longest gap \(gaps.max() ?? 0) s")
+                    #expect(times.count >= 5, "at least a picture a second: \(times.count) in 5 s")
+                    #expect((gaps.max() ?? 99) <= 1.0, "no second without a picture: \(gaps)")
+                    let stop = try await environment.replay(["stop"])
+                    #expect(stop.succeeded, "\(stop)")
+                    _ = try await broadcast.waitForExit(timeout: .seconds(20))
+                }
+            }
+        }
+
+        @Test("A link slower than the stream: the bitrate ceiling comes down step by step and the stream goes on", .timeLimit(.minutes(3)))
+        func slowLink() async throws {
+            try await Self.withNginx { nginx in
+                // 320 kb/s towards the server, under what the moving test content takes at 640x480.
+                let proxy = try await TCPProxy(to: nginx.port, bytesPerSecond: 40_000)
+                try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
+                    let broadcast = try await Self.broadcast(environment, to: "rtmp://127.0.0.1:\(proxy.port)/live", key: "slow")
+                    try await BroadcastTests.waitFor("the ceiling to come down twice", timeout: .seconds(40)) {
+                        Self.extensionLog(environment).components(separatedBy: "bitrate ceiling").count >= 3
+                    }
+                    let after = try await Self.firstPicture(of: "\(nginx.base)/slow")
+                    #expect(after.size == "640x480")
+                    let stop = try await environment.replay(["stop"])
+                    #expect(stop.succeeded, "\(stop)")
+                    _ = try await broadcast.waitForExit(timeout: .seconds(20))
+                    let lines = Self.extensionLog(environment).split(separator: "\n").filter { $0.contains("bitrate ceiling") }
+                    print("slow link (320 kb/s):\n" + lines.joined(separator: "\n"))
+                    let ceilings = lines.compactMap { $0.firstMatch(of: /ceiling (\d+) kb\/s/).flatMap { Int($0.1) } }
+                    #expect(ceilings.count >= 2 && ceilings.first.map { $0 < 1000 } == true, "\(lines)")
+                    #expect(zip(ceilings, ceilings.dropFirst()).prefix(2).allSatisfy { $1 < $0 }, "step by step down: \(ceilings)")
+                }
+                await proxy.stop()
+            }
+        }
+    }
+}
