@@ -79,11 +79,11 @@ public final class StreamOutput: MediaDestination, Sendable {
             let output = state.output
             do throws(FFmpegError) {
                 let flv = output.context.pointee.oformat.pointee.name.map(String.init(cString:)) == "flv"
-                // A modest socket buffer (the kernel doubles it; 0.3 s of a 6 Mb/s stream): what
+                // A modest socket buffer (the kernel doubles it; 0.17 s of a 6 Mb/s stream): what
                 // the link cannot carry then waits in `ReconnectingStream`'s queue, where it is
                 // seen and the bitrate comes down, instead of in megabytes of kernel buffer.
                 try output.writeHeader(options: flv ? [("flvflags", "no_duration_filesize")] : [],
-                                       ioOptions: flv ? [("send_buffer_size", "131072")] : [])
+                                       ioOptions: flv ? [("send_buffer_size", "65536")] : [])
             } catch {
                 throw MediaError(.writeFailed, "cannot connect to \(redactedURL): \(error.text)")
             }

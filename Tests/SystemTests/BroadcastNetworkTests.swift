@@ -149,23 +149,27 @@ extension SystemTests {
             }
         }
 
-        @Test("A link slower than the stream: the bitrate ceiling comes down step by step and the stream goes on", .timeLimit(.minutes(3)))
+        @Test("A link slower than the stream: the bitrate ceiling comes down step by step as packets wait, and the broadcast goes on", .timeLimit(.minutes(3)))
         func slowLink() async throws {
             try await Self.withNginx { nginx in
-                // 320 kb/s towards the server, under what the moving test content takes at 640x480.
-                let proxy = try await TCPProxy(to: nginx.port, bytesPerSecond: 40_000)
+                // 96 kb/s towards the server, under what the test content takes at 640x480 (about
+                // 210 kb/s, 160 of them AAC): the queue grows once the socket buffers are full.
+                let proxy = try await TCPProxy(to: nginx.port, bytesPerSecond: 12_000)
                 try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
                     let broadcast = try await Self.broadcast(environment, to: "rtmp://127.0.0.1:\(proxy.port)/live", key: "slow")
-                    try await BroadcastTests.waitFor("the ceiling to come down twice", timeout: .seconds(40)) {
-                        Self.extensionLog(environment).components(separatedBy: "bitrate ceiling").count >= 3
+                    do {
+                        try await BroadcastTests.waitFor("the ceiling to come down twice", timeout: .seconds(40)) {
+                            Self.extensionLog(environment).components(separatedBy: "bitrate ceiling").count >= 3
+                        }
+                    } catch {
+                        Issue.record("\(error); the extension's log: \(Self.extensionLog(environment).suffix(3000))")
                     }
-                    let after = try await Self.firstPicture(of: "\(nginx.base)/slow")
-                    #expect(after.size == "640x480")
+                    #expect(broadcast.isRunning, "the broadcast goes on: \(broadcast.currentError)")
                     let stop = try await environment.replay(["stop"])
                     #expect(stop.succeeded, "\(stop)")
                     _ = try await broadcast.waitForExit(timeout: .seconds(20))
                     let lines = Self.extensionLog(environment).split(separator: "\n").filter { $0.contains("bitrate ceiling") }
-                    print("slow link (320 kb/s):\n" + lines.joined(separator: "\n"))
+                    print("slow link (96 kb/s):\n" + lines.joined(separator: "\n"))
                     let ceilings = lines.compactMap { $0.firstMatch(of: /ceiling (\d+) kb\/s/).flatMap { Int($0.1) } }
                     #expect(ceilings.count >= 2 && ceilings.first.map { $0 < 1000 } == true, "\(lines)")
                     #expect(zip(ceilings, ceilings.dropFirst()).prefix(2).allSatisfy { $1 < $0 }, "step by step down: \(ceilings)")
