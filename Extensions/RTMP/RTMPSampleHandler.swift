@@ -107,6 +107,10 @@ final class StreamPipeline: Sendable {
         var lastVideoAt: Int64 = 0
         /// Where the encoder's output has reached, in samples (nil until its first packet).
         var videoOutPosition: Int64?
+        /// The stream's bytes sent at a moment (`MonotonicClock`), and the video's share of the
+        /// rate since the one before (kilobits a second): what the link carries.
+        var sentMark: (bytes: Int64, at: Int64) = (0, 0)
+        var videoSentKbps: Int?
         var failed = false
         var finished = false
     }
@@ -127,6 +131,8 @@ final class StreamPipeline: Sendable {
     /// A still screen's picture is sent again this often (nanoseconds): the encoder holds a few
     /// pictures back, so this also bounds how late the last change reaches the viewers.
     static let keepAlive: Int64 = 100_000_000
+    /// The AAC track's rate (`AudioEncoder`'s default), taken off what the link carries to get the video's share.
+    static let audioKbps = 160
     /// How far the sound may be ahead of the encoder's pictures, in samples (0.3 s).
     static let audioLead: Int64 = 14_400
 
@@ -249,10 +255,19 @@ final class StreamPipeline: Sendable {
             }
             drainAudio(&state, now: (now - origin) * 48_000 / 1_000_000_000)
             if let stream = state.stream, stream.isLive, var bitrate = state.bitrate {
+                if now - state.sentMark.at >= 1_000_000_000 {
+                    let bytes = stream.bytesWritten
+                    if state.sentMark.at > 0 {
+                        let kbps = Int((bytes - state.sentMark.bytes) * 8_000_000 / (now - state.sentMark.at))
+                        state.videoSentKbps = max(0, kbps - Self.audioKbps)
+                    }
+                    state.sentMark = (bytes, now)
+                }
                 let delay = stream.queueDelay
-                if let ceiling = bitrate.update(queueDelay: delay, at: .nanoseconds(now)) {
+                if let ceiling = bitrate.update(queueDelay: delay, sentKbps: state.videoSentKbps, at: .nanoseconds(now)) {
                     let applied = state.video?.setMaximumBitrate(ceiling) ?? false
-                    logger.info("bitrate ceiling \(ceiling) kb/s", metadata: ["queueDelayMs": "\(Int(delay / .milliseconds(1)))", "applied": "\(applied)"])
+                    logger.info("bitrate ceiling \(ceiling) kb/s", metadata: ["queueDelayMs": "\(Int(delay / .milliseconds(1)))",
+                                                                            "videoSentKbps": "\(state.videoSentKbps ?? -1)", "applied": "\(applied)"])
                 }
                 state.bitrate = bitrate
             }

@@ -29,8 +29,10 @@ public struct ReconnectBackoff: Sendable, Equatable {
 /// (`ReconnectingStream.queueDelay`): packets that wait mean the link carries less than the
 /// encoder makes. Pure value type: the caller samples the queue and applies what it returns.
 ///
-/// - The queue delay above `congested` (0.5 s): the ceiling drops by a quarter, at most once per
-///   `holdDown` (1.5 s, the time a lower rate takes to show in the queue), never below `minimum`.
+/// - The queue delay above `congested` (0.5 s): the ceiling drops by a quarter, and at least to
+///   nine tenths of what the video got through when the caller knows it (`sentKbps`: a ceiling
+///   far above what the encoder makes changes nothing), at most once per `holdDown` (1.5 s, the
+///   time a lower rate takes to show in the queue), never below `minimum`.
 /// - The queue delay under `calm` (0.1 s) for `probeAfter` (10 s) without a break: the ceiling
 ///   rises by a tenth, again after each further `probeAfter` of calm, up to `maximum`.
 public struct BitrateController: Sendable, Equatable {
@@ -60,12 +62,13 @@ public struct BitrateController: Sendable, Equatable {
         self.init(maximum: maximum, minimum: max(250, maximum / 8))
     }
 
-    /// Takes the queue delay seen at `now` (any monotonic origin); returns the new ceiling when it changes.
-    public mutating func update(queueDelay: Duration, at now: Duration) -> Int? {
+    /// Takes the queue delay seen at `now` (any monotonic origin) and, if known, the video's share
+    /// of what the link carried lately (kilobits a second); returns the new ceiling when it changes.
+    public mutating func update(queueDelay: Duration, sentKbps: Int? = nil, at now: Duration) -> Int? {
         if queueDelay > congested {
             calmSince = nil
             guard current > minimum, lastChange.map({ now - $0 >= holdDown }) ?? true else { return nil }
-            current = max(minimum, current * 3 / 4)
+            current = max(minimum, min(current * 3 / 4, sentKbps.map { $0 * 9 / 10 } ?? .max))
             lastChange = now
             return current
         }

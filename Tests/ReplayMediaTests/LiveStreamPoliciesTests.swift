@@ -50,6 +50,15 @@ struct LiveStreamPoliciesTests {
         #expect(controller.current <= controller.maximum)
     }
 
+    @Test("Congested, the ceiling drops at once to just under what the video got through, when that is lower")
+    func dropsToWhatGotThrough() {
+        var controller = BitrateController(maximum: 6000, minimum: 750)
+        #expect(controller.update(queueDelay: .milliseconds(800), sentKbps: 2000, at: .seconds(1)) == 1800)
+        #expect(controller.update(queueDelay: .milliseconds(800), sentKbps: 1900, at: .seconds(2)) == nil, "held down")
+        #expect(controller.update(queueDelay: .milliseconds(800), sentKbps: 1900, at: .seconds(3)) == 1350, "a quarter less")
+        #expect(controller.update(queueDelay: .milliseconds(800), sentKbps: 100, at: .seconds(5)) == 750, "not below the minimum")
+    }
+
     @Test("Never below the minimum, never above the maximum")
     func bounds() {
         var controller = BitrateController(maximum: 1000, minimum: 250)

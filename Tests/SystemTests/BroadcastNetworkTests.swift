@@ -149,7 +149,7 @@ extension SystemTests {
             }
         }
 
-        @Test("A link slower than the stream: the bitrate ceiling comes down step by step as packets wait, and the broadcast goes on", .timeLimit(.minutes(3)))
+        @Test("A link slower than the stream: the bitrate ceiling comes down as packets wait, to what the link carries, and the broadcast goes on", .timeLimit(.minutes(3)))
         func slowLink() async throws {
             try await Self.withNginx { nginx in
                 // 96 kb/s towards the server, under what the test content takes at 640x480 (about
@@ -158,8 +158,8 @@ extension SystemTests {
                 try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
                     let broadcast = try await Self.broadcast(environment, to: "rtmp://127.0.0.1:\(proxy.port)/live", key: "slow")
                     do {
-                        try await BroadcastTests.waitFor("the ceiling to come down twice", timeout: .seconds(40)) {
-                            Self.extensionLog(environment).components(separatedBy: "bitrate ceiling").count >= 3
+                        try await BroadcastTests.waitFor("the ceiling to come down", timeout: .seconds(40)) {
+                            Self.extensionLog(environment).contains("bitrate ceiling")
                         }
                     } catch {
                         Issue.record("\(error); the extension's log: \(Self.extensionLog(environment).suffix(3000))")
@@ -171,8 +171,10 @@ extension SystemTests {
                     let lines = Self.extensionLog(environment).split(separator: "\n").filter { $0.contains("bitrate ceiling") }
                     print("slow link (96 kb/s):\n" + lines.joined(separator: "\n"))
                     let ceilings = lines.compactMap { $0.firstMatch(of: /ceiling (\d+) kb\/s/).flatMap { Int($0.1) } }
-                    #expect(ceilings.count >= 2 && ceilings.first.map { $0 < 1000 } == true, "\(lines)")
-                    #expect(zip(ceilings, ceilings.dropFirst()).prefix(2).allSatisfy { $1 < $0 }, "step by step down: \(ceilings)")
+                    // The video got about 30 kb/s through: the ceiling goes at once to its floor (250 kb/s at
+                    // 640x480), not a quarter at a time through rates the encoder never reached.
+                    #expect(ceilings.first.map { (250..<1000).contains($0) } == true, "\(lines)")
+                    #expect(zip(ceilings, ceilings.dropFirst()).allSatisfy { $1 <= $0 }, "only down while the link stays slow: \(ceilings)")
                 }
                 await proxy.stop()
             }
