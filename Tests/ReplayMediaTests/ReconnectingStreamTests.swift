@@ -50,7 +50,7 @@ struct ReconnectingStreamTests {
             try stream.start()
             #expect(stream.isLive)
 
-            var samples = [Float](repeating: 0, count: audio.frameSize * 2)
+            let samples = [Float](repeating: 0, count: audio.frameSize * 2)
             var audioPosition: Int64 = 48_000
             func encodeAudio(upTo tick: Int64) throws {
                 while audioPosition < tick * 48_000 / 30 {
