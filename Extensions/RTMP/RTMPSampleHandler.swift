@@ -10,9 +10,9 @@ import Glibc
 
 /// Sends the broadcast to an RTMP(S) or SRT ingest: pictures through our H.264 encoder (libx264),
 /// the computer's sound and the microphone mixed on one clock into AAC, both through libavformat
-/// (`ReconnectingStream`, over `StreamOutput`). Setup info: `url` (rtmp://host/app, rtmps://…, srt://…) and `key` (the stream
-/// key, appended as the last path part for RTMP); `watchURL` (optional) is given back as the
-/// broadcast URL, else the ingest URL without its key.
+/// (`ReconnectingStream`, over `StreamOutput`). Setup info: `url` (rtmp://host/app, rtmps://…,
+/// srt://…) and `key` (the stream key, appended as the last path part for RTMP); `watchURL`
+/// (optional) is given back as the broadcast URL, else the ingest URL without its key.
 ///
 /// A still screen sends no new pictures: the last one is sent again every 100 ms (well over the
 /// once a second a live ingest needs), so that the stream stays alive and the encoder's held-back
