@@ -149,6 +149,41 @@ extension SystemTests {
             }
         }
 
+        @Test("The computer's sound and the microphone go out mixed in the one AAC track, beeps near their flashes", .timeLimit(.minutes(2)))
+        func soundAndMicrophone() async throws {
+            try await Self.withNginx { nginx in
+                try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
+                    let env: [String: String?] = ["XDG_DATA_HOME": environment.directory.appendingPathComponent("data").path]
+                    let broadcast = try environment.startReplay(["broadcast", "--service", Self.service, "--mic",
+                                                                 "--setup", "url=\(nginx.base)", "--setup", "key=sound"], environment: env)
+                    try await BroadcastTests.waitFor("the broadcast URL on stdout") { broadcast.currentOutput.contains(nginx.base) }
+                    try await Task.sleep(for: .seconds(1))
+                    let file = environment.outputPath("sound.flv")
+                    let read = try await ProcessRunner.run("ffmpeg", arguments: ["-nostdin", "-loglevel", "error", "-rw_timeout", "10000000",
+                                                                                   "-i", "\(nginx.base)/sound", "-t", "5", "-c", "copy", "-y", file],
+                                                           timeout: .seconds(40))
+                    #expect(read.succeeded, "\(read)")
+                    let sound = try await ToneAnalyzer.decode(file: file, audioStream: 0, from: 0.5, to: 4.5)
+                    print("sound and microphone: 440 Hz (the content) amplitude \(sound.amplitude(of: TestPattern.systemToneFrequency)), "
+                        + "3000 Hz (the microphone) amplitude \(sound.amplitude(of: TestPattern.microphoneFrequency))")
+                    #expect(sound.isPresent(TestPattern.systemToneFrequency), "the computer's sound is in the track")
+                    #expect(sound.isPresent(TestPattern.microphoneFrequency), "the microphone is in the track")
+                    // The content beeps with each white flash. The sound comes 0.1-0.2 s after its picture
+                    // here, the same before the extension's stream learned to reconnect (measured with
+                    // the extension of 778d570): a gap of the broadcast path to look at, not of the
+                    // mixing. This bound catches a drift or a lost alignment, not that gap.
+                    let offsets = ToneAnalyzer.avOffsets(flashes: try await ToneAnalyzer.flashTimes(file: file),
+                                                         beeps: try await ToneAnalyzer.onsets(frequency: TestPattern.beepFrequency, in: file),
+                                                         window: 0.6)
+                    print("sound and microphone: beep minus flash \(offsets) s")
+                    #expect(!offsets.isEmpty && offsets.allSatisfy { abs($0) <= 0.3 }, "beeps with their flashes: \(offsets)")
+                    let stop = try await environment.replay(["stop"])
+                    #expect(stop.succeeded, "\(stop)")
+                    _ = try await broadcast.waitForExit(timeout: .seconds(20))
+                }
+            }
+        }
+
         @Test("A link slower than the stream: the bitrate ceiling comes down as packets wait, to what the link carries, and the broadcast goes on", .timeLimit(.minutes(3)))
         func slowLink() async throws {
             try await Self.withNginx { nginx in
