@@ -1,4 +1,40 @@
 package import CFFmpeg
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A deadline for a network output's blocking calls (connecting, writing): libavformat's network
+/// code polls in steps of 100 ms and asks this between steps, so a connection that stopped moving
+/// (a cable pulled, a proxy that holds the socket open) gives an error instead of blocking forever.
+/// Set from the thread that calls the output; `abort()` from any thread ends the call under way.
+package final class IOInterrupt: Sendable {
+    /// `CLOCK_MONOTONIC` nanoseconds after which a blocking call gives up; 0: none.
+    private let deadline = Atomic<Int64>(0)
+    private let aborted = Atomic(false)
+
+    package init() {}
+
+    /// The next blocking calls give up `seconds` from now (nil: they never time out).
+    package func arm(seconds: Double?) {
+        deadline.store(seconds.map { Self.now() + Int64($0 * 1e9) } ?? 0, ordering: .relaxed)
+    }
+
+    /// Every blocking call gives up at once, now and from now on.
+    package func abort() { aborted.store(true, ordering: .relaxed) }
+
+    var shouldInterrupt: Bool {
+        if aborted.load(ordering: .relaxed) { return true }
+        let deadline = deadline.load(ordering: .relaxed)
+        return deadline != 0 && Self.now() > deadline
+    }
+
+    private static func now() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+}
 
 /// One libavformat output: a muxer (`mp4`, `flv`, …) writing to a file or URL that it opens itself
 /// (RTMP, SRT: the protocols libavformat speaks), or to memory through a callback. The movie file,
@@ -24,6 +60,8 @@ package final class FormatOutput {
     private let url: String?
     private let sink: MemorySink?
     private var customIO: UnsafeMutablePointer<AVIOContext>?
+    /// Asked by libavformat's network code while it blocks (kept alive here: the callback holds it unretained).
+    private var interrupt: IOInterrupt?
 
     /// A muxer of `format` for `target`. Nothing is opened yet.
     package init(format: String, target: Target) throws(FFmpegError) {
@@ -103,11 +141,26 @@ package final class FormatOutput {
 
     package var streamCount: Int { Int(context.pointee.nb_streams) }
 
+    /// Makes the URL's blocking calls (connecting, writing) give up when `interrupt` says so.
+    /// Before `writeHeader`.
+    package func setInterrupt(_ interrupt: IOInterrupt) {
+        self.interrupt = interrupt
+        context.pointee.interrupt_callback = AVIOInterruptCB(callback: { opaque in
+            guard let opaque else { return 0 }
+            return Unmanaged<IOInterrupt>.fromOpaque(opaque).takeUnretainedValue().shouldInterrupt ? 1 : 0
+        }, opaque: Unmanaged.passUnretained(interrupt).toOpaque())
+    }
+
     /// Opens the file or URL (connecting, for a network URL: blocking) unless the output is in
-    /// memory, then writes the header with the muxer's `options` (e.g. `movflags`).
-    package func writeHeader(options: [(String, String)]) throws(FFmpegError) {
+    /// memory, then writes the header with the muxer's `options` (e.g. `movflags`). `ioOptions` go
+    /// to the protocol that opens the URL (e.g. `send_buffer_size`, which RTMP hands to TCP).
+    package func writeHeader(options: [(String, String)], ioOptions: [(String, String)] = []) throws(FFmpegError) {
         if let url, context.pointee.pb == nil {
-            try check("opening \(Self.redacted(url))", avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE, nil, nil))
+            var io: OpaquePointer?
+            defer { av_dict_free(&io) }
+            for (key, value) in ioOptions { av_dict_set(&io, key, value, 0) }
+            try check("opening \(Self.redacted(url))", avio_open2(&context.pointee.pb, url, AVIO_FLAG_WRITE,
+                                                                    &context.pointee.interrupt_callback, &io))
         }
         var dictionary: OpaquePointer?
         defer { av_dict_free(&dictionary) }

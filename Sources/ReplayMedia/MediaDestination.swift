@@ -17,6 +17,37 @@ package struct TrackFormat: @unchecked Sendable {
     let timeBase: AVRational
 }
 
+/// An encoder's track description copied out of it (codec parameters, time base, name): what a
+/// destination that connects more than once (`ReconnectingStream`) adds at each connection, after
+/// the encoder that made it may be gone. Owns its `AVCodecParameters`.
+package final class TrackParameters: @unchecked Sendable {
+    // `@unchecked Sendable`: never changed after `init`; read by one connection at a time.
+    let parameters: UnsafeMutablePointer<AVCodecParameters>
+    package let kind: TrackFormat.Kind
+    package let name: String
+    let timeBase: AVRational
+
+    package init(_ format: TrackFormat) {
+        guard let parameters = avcodec_parameters_alloc() else { fatalError("out of memory copying a track's parameters") }
+        avcodec_parameters_from_context(parameters, format.codec)
+        self.parameters = parameters
+        kind = format.kind
+        name = format.name
+        timeBase = format.timeBase
+    }
+
+    deinit {
+        var p: UnsafeMutablePointer<AVCodecParameters>? = parameters
+        avcodec_parameters_free(&p)
+    }
+
+    /// The decoder configuration (avcC or Annex B SPS/PPS, AudioSpecificConfig).
+    var extradata: [UInt8] {
+        guard let data = parameters.pointee.extradata, parameters.pointee.extradata_size > 0 else { return [] }
+        return Array(UnsafeBufferPointer(start: data, count: Int(parameters.pointee.extradata_size)))
+    }
+}
+
 /// One encoded packet as it leaves an encoder, with the time base of its times. Valid only during
 /// the `write` that hands it over; the destination may change it (rescale its times, raise a
 /// decode time): each destination gets its own reference (`TrackOutputs`).
@@ -83,6 +114,17 @@ package struct TrackOutputs: Sendable {
 }
 
 extension FormatOutput {
+    /// Adds a stream as `parameters` describe it.
+    func addTrack(_ parameters: TrackParameters) throws(MediaError) -> Int {
+        do throws(FFmpegError) {
+            return Int(try addStream(timeBase: parameters.timeBase, handlerName: parameters.name) { codec in
+                avcodec_parameters_copy(codec, parameters.parameters)
+            })
+        } catch {
+            throw MediaError(.writeFailed, "cannot add the track \(parameters.name): \(error.text)")
+        }
+    }
+
     /// Adds a stream for `format`'s encoder, counting time in `timeBase`, named after the track.
     func addTrack(_ format: TrackFormat, timeBase: AVRational) throws(MediaError) -> Int {
         do throws(FFmpegError) {

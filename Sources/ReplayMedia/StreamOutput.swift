@@ -24,6 +24,8 @@ public final class StreamOutput: MediaDestination, Sendable {
     private let state: Mutex<State>
     private let bytes = Atomic<Int64>(0)
     private let logger: Logger
+    /// Gives up a connect or a write that blocks too long (`ReconnectingStream` arms it).
+    let interrupt = IOInterrupt()
 
     /// A stream to `url`: `rtmp://`, `rtmps://` (FLV) or `srt://` (MPEG-TS). Nothing connects yet.
     public init(url: String, logger: Logger) throws(MediaError) {
@@ -46,6 +48,7 @@ public final class StreamOutput: MediaDestination, Sendable {
         // Interleaving waits for every track; on a still screen a picture comes only once a second,
         // and the sound must not wait that long behind it.
         output.context.pointee.max_interleave_delta = 500_000
+        output.setInterrupt(interrupt)
         state = Mutex(State(output: output))
     }
 
@@ -59,13 +62,28 @@ public final class StreamOutput: MediaDestination, Sendable {
         }
     }
 
+    /// Adds a track described by `parameters` (a copy of an encoder's, kept for reconnections).
+    package func addTrack(_ parameters: TrackParameters) throws(MediaError) -> Int {
+        try state.withLock { (state: inout State) throws(MediaError) in
+            precondition(!state.started, "tracks are added before the stream starts")
+            let index = try state.output.addTrack(parameters)
+            state.timeBases.append(parameters.timeBase)
+            state.lastDecodeTimes.append(.min)
+            return index
+        }
+    }
+
     /// Connects and sends the stream's header.
     public func start() throws(MediaError) {
         try state.withLock { (state: inout State) throws(MediaError) in
             let output = state.output
             do throws(FFmpegError) {
-                try output.writeHeader(options: output.context.pointee.oformat.pointee.name.map(String.init(cString:)) == "flv"
-                                       ? [("flvflags", "no_duration_filesize")] : [])
+                let flv = output.context.pointee.oformat.pointee.name.map(String.init(cString:)) == "flv"
+                // A modest socket buffer (the kernel doubles it; 0.17 s of a 6 Mb/s stream): what
+                // the link cannot carry then waits in `ReconnectingStream`'s queue, where it is
+                // seen and the bitrate comes down, instead of in megabytes of kernel buffer.
+                try output.writeHeader(options: flv ? [("flvflags", "no_duration_filesize")] : [],
+                                       ioOptions: flv ? [("send_buffer_size", "65536")] : [])
             } catch {
                 throw MediaError(.writeFailed, "cannot connect to \(redactedURL): \(error.text)")
             }

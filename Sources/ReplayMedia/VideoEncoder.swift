@@ -33,6 +33,10 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     /// as it is encoded, and the encoder holds one picture instead of eight (at 1080p about 40 MB less
     /// memory, what keeps an upload extension under its limit), for somewhat larger pictures.
     public var lowLatency = false
+    /// A ceiling in kilobits a second (x264's VBV, over a second's buffer) on top of the constant
+    /// rate factor, for a live stream whose link may be slower; nil: none. libx264 (`.x264`)
+    /// takes a new one while it runs (`VideoEncoder.setMaximumBitrate`).
+    public var maximumBitrate: Int?
 
     public init(width: Int, height: Int, framesPerSecond: Int, preset: String, crf: Int) {
         self.width = width
@@ -266,6 +270,18 @@ package final class VideoEncoder: @unchecked Sendable {
             defer { av_packet_unref(packet) }
             try deliver(packet)
         }
+    }
+
+    /// The next picture is a keyframe (a new connection starts there), and the count to the next restarts.
+    package func requestKeyframe() {
+        picturesSinceKeyframe = keyframeInterval
+    }
+
+    /// A new bitrate ceiling (kilobits a second) from the next picture on; false when this encoder
+    /// cannot change it while running (only libx264 through its own API, opened with a ceiling, can).
+    @discardableResult
+    package func setMaximumBitrate(_ kilobits: Int) -> Bool {
+        x264?.setMaximumBitrate(kilobits) ?? false
     }
 
     /// libx264's: a keyframe every `keyframeInterval` pictures, else P unless most of it changed.

@@ -49,6 +49,10 @@ final class X264Encoder {
         param.vui.i_transfer = Int32(AVCOL_TRC_IEC61966_2_1.rawValue)
         param.vui.b_fullrange = settings.fullRange ? 1 : 0
         param.analyse.b_mb_info = 1
+        if let ceiling = settings.maximumBitrate {
+            param.rc.i_vbv_max_bitrate = Int32(ceiling)
+            param.rc.i_vbv_buffer_size = Int32(ceiling)
+        }
         for option in parameters.split(separator: ":") {
             let pair = option.split(separator: "=", maxSplits: 1).map(String.init)
             guard pair.count == 2, x264_param_parse(&param, pair[0], pair[1]) == 0 else {
@@ -83,6 +87,17 @@ final class X264Encoder {
 
     deinit {
         x264_encoder_close(handle)
+    }
+
+    /// Changes the VBV ceiling (kilobits a second, a second's buffer) from the next picture; false
+    /// when the encoder was opened without one (libx264 cannot turn VBV on later) or refuses.
+    func setMaximumBitrate(_ kilobits: Int) -> Bool {
+        var param = x264_param_t()
+        x264_encoder_parameters(handle, &param)
+        guard param.rc.i_vbv_max_bitrate > 0, param.rc.i_vbv_buffer_size > 0 else { return false }
+        param.rc.i_vbv_max_bitrate = Int32(kilobits)
+        param.rc.i_vbv_buffer_size = Int32(kilobits)
+        return x264_encoder_reconfig(handle, &param) == 0
     }
 
     /// Encodes `frame` (nil: flushes what libx264 holds) as `type` (`X264_TYPE_…`), handing each

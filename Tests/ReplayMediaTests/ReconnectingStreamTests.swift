@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import ReplayTesting
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import ReplayMedia
+
+/// `ReconnectingStream` against a real ingest (nginx-rtmp), read back by ffmpeg and ffprobe.
+@Suite("ReconnectingStream: a live stream to nginx-rtmp", .serialized)
+struct ReconnectingStreamTests {
+    let logger = Logger(label: "test")
+
+    /// A grey picture with a lighter band that moves with `index`.
+    private func picture(width: Int, height: Int, index: Int) -> VideoFrame {
+        let frame = VideoFrame(width: width, height: height)
+        var pixels = [UInt8](repeating: 96, count: width * height * 4)
+        let band = (index * 4) % height
+        for row in band..<min(height, band + 16) {
+            for column in 0..<width { pixels[(row * width + column) * 4 + 1] = 220 }
+        }
+        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        return frame
+    }
+
+    @Test("A new picture size mid-stream: the next packet carries a new sequence header and ffmpeg decodes pictures of both sizes",
+          .timeLimit(.minutes(2)))
+    func newPictureSize() async throws {
+        let nginx = try await NginxRTMPServer.start()
+        let directory = try makeTemporaryDirectory(prefix: "ork-resize")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        do {
+            let file = directory.appendingPathComponent("read.flv").path
+            // The reader waits for the publisher, so it gets the stream from its first packet.
+            let reader = try BackgroundProcess("ffmpeg", arguments: ["-nostdin", "-loglevel", "error", "-rw_timeout", "20000000",
+                                                                     "-i", "\(nginx.base)/resize", "-t", "3.8", "-c", "copy",
+                                                                     "-flush_packets", "1", "-y", file])
+            try await Task.sleep(for: .milliseconds(500))
+
+            let stream = try ReconnectingStream(url: "\(nginx.base)/resize", logger: logger)
+            let first = try VideoEncoder(settings: VideoEncoderSettings(width: 320, height: 240, framesPerSecond: 30, preset: "veryfast", crf: 23),
+                                         logger: logger)
+            let audio = try AudioEncoder(logger: logger)
+            let videoTrack = try stream.addTrack(first.trackFormat(name: "video"))
+            var videoOutputs = TrackOutputs()
+            videoOutputs.add(stream, track: videoTrack)
+            var audioOutputs = TrackOutputs()
+            audioOutputs.add(stream, track: try stream.addTrack(audio.trackFormat(name: "audio")))
+            try stream.start()
+            #expect(stream.isLive)
+
+            let samples = [Float](repeating: 0, count: audio.frameSize * 2)
+            var audioPosition: Int64 = 48_000
+            func encodeAudio(upTo tick: Int64) throws {
+                while audioPosition < tick * 48_000 / 30 {
+                    try samples.withUnsafeBufferPointer { try audio.encode($0, pts: audioPosition, to: audioOutputs) }
+                    audioPosition += Int64(audio.frameSize)
+                }
+            }
+            // Two seconds at 320x240, then the encoder flushed and one of 640x360 for two more,
+            // paced at about twice real time.
+            for index in 0..<60 {
+                try first.encode(picture(width: 320, height: 240, index: index), pts: Int64(30 + index), to: videoOutputs)
+                try encodeAudio(upTo: Int64(30 + index))
+                try await Task.sleep(for: .milliseconds(15))
+            }
+            try first.encode(nil, pts: 0, to: videoOutputs)
+            let second = try VideoEncoder(settings: VideoEncoderSettings(width: 640, height: 360, framesPerSecond: 30, preset: "veryfast", crf: 23),
+                                          logger: logger)
+            stream.replaceTrack(videoTrack, with: second.trackFormat(name: "video"))
+            for index in 60..<120 {
+                try second.encode(picture(width: 640, height: 360, index: index), pts: Int64(30 + index), to: videoOutputs)
+                try encodeAudio(upTo: Int64(30 + index))
+                try await Task.sleep(for: .milliseconds(15))
+            }
+            try second.encode(nil, pts: 0, to: videoOutputs)
+            try audio.encode(nil, pts: 0, to: audioOutputs)
+            try stream.finish()
+            #expect(stream.counters.reconnections == 0)
+
+            // The reader stops after 3.8 s of the 4-s stream (nginx would keep it waiting for the
+            // next publisher); it flushes every packet, so a kill loses nothing it read.
+            let read = try? await reader.waitForExit(timeout: .seconds(15))
+            if read == nil { reader.signal(SIGKILL) }
+            let frames = try await ProcessRunner.run("ffprobe", arguments: ["-v", "error", "-select_streams", "v:0", "-show_entries",
+                                                                             "frame=width,height", "-of", "csv=p=0", file],
+                                                     timeout: .seconds(30))
+            let sizes = frames.stdout.split(separator: "\n").map { $0.split(separator: ",").prefix(2).joined(separator: "x") }
+            let small = sizes.filter { $0 == "320x240" }.count, large = sizes.filter { $0 == "640x360" }.count
+            print("new picture size: \(small) pictures decoded at 320x240, then \(large) at 640x360")
+            #expect(small >= 50 && large >= 50, "pictures of each size decoded: \(small) at 320x240, \(large) at 640x360 of \(sizes.count)")
+            #expect(sizes.firstIndex(of: "640x360").map { index in !sizes[index...].contains("320x240") } == true, "the new size follows the old")
+        } catch {
+            await nginx.stop()
+            throw error
+        }
+        await nginx.stop()
+    }
+}
