@@ -123,7 +123,7 @@ theirs() {  # theirs KEY: ffmpeg's CPU per second over the same window, grabbing
 }
 
 echo "== Broadcast through the RTMP extension (issue 16): ${SIZE}@${FPS}, ${SECS} s windows, ${PAIRS} pairs, display $DISPLAY"
-for mode in "--full-motion" "--desktop"; do
+for mode in ${BENCH_BROADCAST_MODES:-"--full-motion" "--desktop"}; do
   content $mode
   starts="" mems="" ratios="" so=0 st=0
   for i in $(seq "$PAIRS"); do

@@ -281,6 +281,8 @@ final class StreamPipeline: Sendable {
         settings.keyframeIntervalSeconds = 1
         // The ring's pictures are full range ('420f'): the stream says so.
         settings.fullRange = true
+        // Live: no look-ahead, no B-frames (a picture leaves at once, and the encoder holds one, not eight).
+        settings.lowLatency = true
         settings.maximumBitrate = bitrate.current
         return (try VideoEncoder(settings: settings, logger: logger), bitrate)
     }
