@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "openreplaykit", type: .dynamic, targets: ["OpenReplayKitC"]),
         // The broadcast upload extensions that ship (Extensions/), found beside replayd after a build.
         .executable(name: "replay-extension-rtmp", targets: ["replay-extension-rtmp"]),
+        .executable(name: "replay-extension-reference", targets: ["replay-extension-reference"]),
         // The example app: GTK 4, drawing with a tone per stroke, recording, capturing and protecting itself.
         .executable(name: "sketchpad", targets: ["sketchpad"]),
     ],
@@ -114,9 +115,23 @@ let package = Package(
 
         // MARK: Broadcast upload extensions that ship: each a folder of Extensions/ with its
         // manifest.json and icon (installed as PREFIX/share/openreplaykit/extensions/ID.orkextension/).
+        // What they share: the samples encoded with ReplayMedia and sent through libavformat (StreamPipeline).
+        .target(name: "ExtensionStreaming",
+                dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
+                path: "Extensions/Streaming", swiftSettings: swiftSettings),
         .executableTarget(name: "replay-extension-rtmp",
-                          dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
+                          dependencies: ["OpenReplayKit", "ExtensionStreaming", .product(name: "Logging", package: "swift-log")],
                           path: "Extensions/RTMP", exclude: ["manifest.json", "icon.png"],
+                          swiftSettings: swiftSettings),
+        // The reference service's extension: signs in, creates the broadcast, publishes, passes viewers' feedback back.
+        .executableTarget(name: "replay-extension-reference",
+                          dependencies: ["OpenReplayKit", "ExtensionStreaming",
+                                         .product(name: "NIOCore", package: "swift-nio"),
+                                         .product(name: "NIOPosix", package: "swift-nio"),
+                                         .product(name: "NIOHTTP1", package: "swift-nio"),
+                                         .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                                         .product(name: "Logging", package: "swift-log")],
+                          path: "Extensions/Reference", exclude: ["manifest.json", "icon.png"],
                           swiftSettings: swiftSettings),
 
         // MARK: Examples: apps written against OpenReplayKit as an app developer would.
@@ -195,7 +210,9 @@ let package = Package(
         // extension that writes what it receives to a file, for the broadcast system tests.
         .executableTarget(name: "replay-testextension", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
-                dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log"),
+                               // Headless Chromium over the DevTools protocol (Chromium.swift).
+                               .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),

@@ -76,6 +76,8 @@ public struct ExtensionCatalog: Sendable {
     public static let shipped: [(manifest: ExtensionManifest, product: String)] = [
         (ExtensionManifest(identifier: "org.openreplaykit.rtmp", displayName: "RTMP", icon: nil, kind: .broadcastUpload,
                            executable: "replay-extension-rtmp", appGroup: "org.openreplaykit.rtmp"), "replay-extension-rtmp"),
+        (ExtensionManifest(identifier: "org.openreplaykit.reference", displayName: "OpenReplayKit Live", icon: nil, kind: .broadcastUpload,
+                           executable: "replay-extension-reference", appGroup: "org.openreplaykit.reference"), "replay-extension-reference"),
     ]
 
     /// The folders searched, in order, for `environment` and a program at `executablePath`.

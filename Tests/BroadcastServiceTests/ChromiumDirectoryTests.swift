@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import ReplayTesting
 import Testing
 
 /// Where the pages' screenshots go, for a person to look at: `.build/screenshots/` of the package.

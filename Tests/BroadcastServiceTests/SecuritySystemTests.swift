@@ -1,4 +1,5 @@
 import Foundation
+import ReplayTesting
 import Testing
 
 /// The defences of issue 15, each against the running `broadcast-service` binary.
