@@ -1,6 +1,9 @@
 import Foundation
 import ReplayTesting
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension SystemTests {
     /// `replay broadcast --service org.openreplaykit.reference` (Extensions/Reference, found beside
@@ -52,6 +55,9 @@ extension SystemTests {
                 let listed = try await environment.replay(["services"], environment: env)
                 #expect(listed.stdout.contains(Self.serviceID), "found beside replay in the build folder: \(listed)")
 
+                // A desktop's window manager (replayd follows the focus through it).
+                let windowManager = try BackgroundProcess("openbox", arguments: ["--sm-disable"], environment: environment.environment)
+                defer { windowManager.signal(SIGTERM) }
                 let started = ContinuousClock.now
                 let broadcast = try environment.startReplay(["broadcast", "--service", Self.serviceID, "--setup", "server=\(service.baseURL)",
                                                              "--setup", "user=streamer", "--setup", "password=streamer-password-1",
@@ -74,6 +80,18 @@ extension SystemTests {
                 let object = try await service.json("/api/v1/broadcasts/\(id)")
                 #expect(object["title"] as? String == "Reference extension test", "\(object)")
                 #expect(object["broadcaster"] as? String == "streamer", "\(object)")
+
+                // An application comes to the front (the window manager says which): the broadcast moves to it.
+                let app = try BackgroundProcess("xmessage", arguments: ["-name", "front", "in front"], environment: environment.environment)
+                defer { app.signal(SIGTERM) }
+                var application: [String: Any] = [:]
+                let moveDeadline = ContinuousClock.now + .seconds(20)
+                while ContinuousClock.now < moveDeadline {
+                    application = (try? await service.json("/api/v1/broadcasts/\(id)"))?["application"] as? [String: Any] ?? [:]
+                    if application["id"] as? String == "xmessage" { break }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                #expect(application["id"] as? String == "xmessage", "the broadcast follows the app in front: \(application)\n\(Self.extensionLog(environment))")
 
                 let chromium = try Chromium(directory: environment.directory)
                 defer { chromium.stop() }
