@@ -10,6 +10,8 @@
 #   BENCH_SERVICE   0 skips the broadcast service benchmarks (Benchmarks/service/run.sh)
 #   BENCH_APP       0 skips issue 13's in-app figures (Benchmarks/app.sh: capture latency, the app's
 #                   CPU, replayd app vs system recording, the clip buffer's memory)
+#   BENCH_EXTENSION 0 skips issue 16's upload-extension figures (Benchmarks/extension.sh: broadcast start
+#                   → live at the ingest, the reference extension's memory at 1080p30)
 #   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
 #                   macroblocks did not change: the encoder before the damage map), and its ratio
 set -euo pipefail
@@ -125,6 +127,11 @@ echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, displ
 # recording of the same content (a display, sound server and replayd of their own).
 if [ "${BENCH_APP:-1}" != 0 ]; then
   ORK_BIN_DIR="$BIN" bash "$HERE/app.sh"
+fi
+# Issue 16's upload extension: a system broadcast through the reference-service extension to a real
+# broadcast-service (start → live at the ingest, the extension's memory at 1080p30).
+if [ "${BENCH_EXTENSION:-1}" != 0 ]; then
+  ORK_BIN_DIR="$BIN" bash "$HERE/extension.sh"
 fi
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio

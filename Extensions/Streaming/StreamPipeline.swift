@@ -207,6 +207,9 @@ public final class StreamPipeline: Sendable {
             settings.keyframeIntervalSeconds = 1
             // The ring's pictures are full range ('420f'): the stream says so.
             settings.fullRange = true
+            // Live: no B-frames nor lookahead, one picture in flight (libx264's default kept nine
+            // at 1080p, 95-123 MB, where replayd allows an extension 50).
+            settings.zeroLatency = true
             let video = try VideoEncoder(settings: settings, logger: logger)
             let audio = try AudioEncoder(logger: logger)
             let stream = try StreamOutput(url: url, logger: logger)

@@ -28,6 +28,11 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     /// true, full range (0…255, the frame ring's '420f' NV12 that a broadcast extension encodes).
     /// The stream says which, so that players show the levels as they were.
     public var fullRange = false
+    /// libx264's `zerolatency` tuning: no B-frames, no lookahead, threads that share one picture
+    /// (sliced) instead of holding a picture each. What a live stream wants for its latency, and a
+    /// broadcast upload extension for its memory under replayd's limit: at 1080p libx264's default
+    /// kept 9 pictures of 6-10 MB in flight (95-123 MB), zerolatency a few.
+    public var zeroLatency = false
 
     public init(width: Int, height: Int, framesPerSecond: Int, preset: String, crf: Int) {
         self.width = width
@@ -99,7 +104,7 @@ package final class VideoEncoder: @unchecked Sendable {
         // libx264 would place its keyframe where `encode` forces a P-frame, and warn that it changed
         // the type; so `encode` forces every keyframe, and libx264's own limit lies one beyond.
         context.pointee.gop_size = Int32(keyframeInterval + (settings.backend == .vaapi ? 0 : 1))
-        context.pointee.max_b_frames = settings.backend == .vaapi ? 0 : 1
+        context.pointee.max_b_frames = settings.backend == .vaapi || settings.zeroLatency ? 0 : 1
         context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         context.pointee.colorspace = AVCOL_SPC_BT470BG
         context.pointee.color_range = settings.fullRange ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
@@ -117,7 +122,7 @@ package final class VideoEncoder: @unchecked Sendable {
         // No weighted prediction (veryfast's weightp=1): its analysis of every picture cost 7% of a
         // still screen's picture, for the same size and SSIM on screen content, and a picture that
         // used it lost the map of unchanged macroblocks (libx264 takes the map only without weights).
-        let x264Parameters = "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0"
+        let x264Parameters = settings.zeroLatency ? "scenecut=0:weightp=0" : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0"
         if settings.backend == .x264 {
             let x264 = try X264Encoder(settings: settings, keyframeLimit: Int(context.pointee.gop_size),
                                        maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters)

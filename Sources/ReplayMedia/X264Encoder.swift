@@ -26,7 +26,7 @@ final class X264Encoder {
     /// libavcodec applies `x264-params`.
     init(settings: VideoEncoderSettings, keyframeLimit: Int, maximumBFrames: Int, parameters: String) throws(MediaError) {
         var param = x264_param_t()
-        guard x264_param_default_preset(&param, settings.preset, nil) >= 0 else {
+        guard x264_param_default_preset(&param, settings.preset, settings.zeroLatency ? "zerolatency" : nil) >= 0 else {
             throw MediaError(.encoderUnavailable, "libx264 has no preset \(settings.preset)")
         }
         // Its errors come back as return values; nothing is printed behind the logger's back.
