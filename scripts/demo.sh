@@ -191,5 +191,9 @@ else
 fi
 say "replay stop"
 "$BIN/replay" stop || true
-wait "$BROADCAST" 2>/dev/null || true
+if ! wait "$BROADCAST"; then
+  echo "demo: the broadcast ended with an error (its log: $OUT/runtime/openreplaykit/extension-org.openreplaykit.reference.log):" >&2
+  grep '^replay:' "$SERVICE/broadcast.err" >&2 || true
+  exit 1
+fi
 grep '^replay:' "$SERVICE/broadcast.err" || true
