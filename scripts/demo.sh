@@ -142,6 +142,8 @@ fi
 # signs in with the account, creates the broadcast, publishes this display (and its sound) over
 # RTMP, and gives back the viewer page's URL.
 SERVICE="$OUT/service"
+# A fresh service each time (the account's password is made anew below).
+rm -rf "$SERVICE"
 mkdir -p "$SERVICE"
 DB="$SERVICE/service.sqlite"
 say "Starting broadcast-service on 127.0.0.1 (database $DB)"
