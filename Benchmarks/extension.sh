@@ -47,7 +47,9 @@ for _ in $(seq 100); do grep -q '^ready ' "$WORK/service/stdout.log" 2>/dev/null
 HTTP=$(sed -n 's/^ready .*http=\([0-9]*\).*/\1/p' "$WORK/service/stdout.log")
 printf '%s\n' bench-password-1 | "$BIN/broadcast-service" user create bench --database "$DB" >/dev/null
 
-"$BIN/replayd" --idle-exit 0 >"$WORK/replayd.log" 2>&1 &
+# A memory limit above what it uses, so that the peak is measured over the whole run; the figure
+# says whether replayd's default limit (50 MB) would have stopped it.
+"$BIN/replayd" --idle-exit 0 --extension-memory-mb 400 >"$WORK/replayd.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$XDG_RUNTIME_DIR/openreplaykit/replayd.sock" ] && break; sleep 0.1; done
 
@@ -83,9 +85,12 @@ for run in $(seq "$RUNS"); do
     sleep 0.5
   done
   "$BIN/replay" stop >/dev/null 2>&1 || true
-  wait "$CLI" 2>/dev/null || true
+  if ! wait "$CLI"; then
+    echo "extension bench: run $run ended in an error: $(grep '^replay:' "$WORK/err.$run" | tail -n 1)" >&2
+  fi
   awk -v s="$start" -v l="$live" -v d="$dirty" -v r="$rss" -v n="$run" 'BEGIN {
-    printf "%-28s run %d: start → live at the ingest %5.0f ms (target <= 1000) %s; extension Private_Dirty peak %.1f MB, VmRSS %.1f MB (target <= 40) %s\n",
-      "reference extension 1080p30", n, (l - s) * 1000, ((l - s) <= 1 ? "OK" : "MISSED"), d / 1024, r / 1024, (d / 1024 <= 40 ? "OK" : "MISSED") }'
+    printf "%-28s run %d: start → live at the ingest %5.0f ms (target <= 1000) %s; extension Private_Dirty peak %.1f MB (target <= 40) %s%s, VmRSS %.1f MB\n",
+      "reference extension 1080p30", n, (l - s) * 1000, ((l - s) <= 1 ? "OK" : "MISSED"), d / 1024, (d / 1024 <= 40 ? "OK" : "MISSED"),
+      (d / 1024 > 50 ? " (over replayd'"'"'s default limit of 50 MB: it would be stopped)" : ""), r / 1024 }'
   sleep 1
 done
