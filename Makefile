@@ -23,6 +23,7 @@ release-cli: bootstrap
 	$(SWIFT) build -c release --product replay-ui
 	$(SWIFT) build -c release --product replay-extension-rtmp
 	$(SWIFT) build -c release --product replay-extension-rtmp-setup
+	$(SWIFT) build -c release --product replay-extension-reference
 
 ## release-lib: the release build of libopenreplaykit.so, the C API for apps (`make install` installs it).
 release-lib: bootstrap
@@ -75,7 +76,7 @@ ICON_SIZES := 16 24 32 48 64 128 256
 UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
 SHARE_DIR := $(DESTDIR)$(PREFIX)/share
 # The broadcast extensions that ship, upload and setup (Extensions/<name>/: manifest.json, icon.png, the product).
-EXTENSIONS := RTMP RTMPSetup
+EXTENSIONS := RTMP RTMPSetup Reference
 EXTENSION_DIR := $(SHARE_DIR)/openreplaykit/extensions
 MAN_DIR := $(SHARE_DIR)/man/man1
 BASH_COMPLETION_DIR := $(SHARE_DIR)/bash-completion/completions
@@ -156,7 +157,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/replay $(DESTDIR)$(PREFIX)/bin/replayd $(DESTDIR)$(PREFIX)/bin/replay-ui $(UNIT_DIR)/replayd.service
 	rm -f $(SHARE_DIR)/applications/$(APP_ID).desktop $(SHARE_DIR)/icons/hicolor/scalable/apps/$(APP_ID).svg
 	for size in $(ICON_SIZES); do rm -f $(SHARE_DIR)/icons/hicolor/$${size}x$${size}/apps/$(APP_ID).png; done
-	rm -rf $(EXTENSION_DIR)/org.openreplaykit.rtmp.orkextension $(EXTENSION_DIR)/org.openreplaykit.rtmp.setup.orkextension
+	rm -rf $(EXTENSION_DIR)/org.openreplaykit.rtmp.orkextension $(EXTENSION_DIR)/org.openreplaykit.rtmp.setup.orkextension $(EXTENSION_DIR)/org.openreplaykit.reference.orkextension
 	rm -f $(MAN_DIR)/replay.1 $(MAN_DIR)/replayd.1 $(BASH_COMPLETION_DIR)/replay $(ZSH_COMPLETION_DIR)/_replay \
 	  $(FISH_COMPLETION_DIR)/replay.fish
 	rm -f $(LIB_DIR)/libopenreplaykit.so $(DESTDIR)$(PREFIX)/include/openreplaykit.h $(LIB_DIR)/pkgconfig/openreplaykit.pc

@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "replay-extension-rtmp", targets: ["replay-extension-rtmp"]),
         // Its setup extension: a GTK 4 window asking the server URL and stream key (kept in its app group).
         .executable(name: "replay-extension-rtmp-setup", targets: ["replay-extension-rtmp-setup"]),
+        .executable(name: "replay-extension-reference", targets: ["replay-extension-reference"]),
         // The example app: GTK 4, drawing with a tone per stroke, recording, capturing and protecting itself.
         .executable(name: "sketchpad", targets: ["sketchpad"]),
     ],
@@ -118,13 +119,27 @@ let package = Package(
 
         // MARK: Broadcast upload extensions that ship: each a folder of Extensions/ with its
         // manifest.json and icon (installed as PREFIX/share/openreplaykit/extensions/ID.orkextension/).
+        // What they share: the samples encoded with ReplayMedia and sent through libavformat (StreamPipeline).
+        .target(name: "ExtensionStreaming",
+                dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
+                path: "Extensions/Streaming", swiftSettings: swiftSettings),
         .executableTarget(name: "replay-extension-rtmp",
-                          dependencies: ["OpenReplayKit", "ReplayMedia", "CYUV", .product(name: "Logging", package: "swift-log")],
+                          dependencies: ["OpenReplayKit", "ExtensionStreaming", .product(name: "Logging", package: "swift-log")],
                           path: "Extensions/RTMP", exclude: ["manifest.json", "icon.png"],
                           swiftSettings: swiftSettings),
         .executableTarget(name: "replay-extension-rtmp-setup",
                           dependencies: ["OpenReplayKit", "ReplayGtk"],
                           path: "Extensions/RTMPSetup", exclude: ["manifest.json", "icon.png"],
+                          swiftSettings: swiftSettings),
+        // The reference service's extension: signs in, creates the broadcast, publishes, passes viewers' feedback back.
+        .executableTarget(name: "replay-extension-reference",
+                          dependencies: ["OpenReplayKit", "ExtensionStreaming",
+                                         .product(name: "NIOCore", package: "swift-nio"),
+                                         .product(name: "NIOPosix", package: "swift-nio"),
+                                         .product(name: "NIOHTTP1", package: "swift-nio"),
+                                         .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                                         .product(name: "Logging", package: "swift-log")],
+                          path: "Extensions/Reference", exclude: ["manifest.json", "icon.png"],
                           swiftSettings: swiftSettings),
 
         // MARK: Examples: apps written against OpenReplayKit as an app developer would.
@@ -205,7 +220,9 @@ let package = Package(
         // A setup extension in the way of iOS's template, told by a file what to answer (complete, cancel, leave).
         .executableTarget(name: "replay-testsetup", dependencies: ["OpenReplayKit"], swiftSettings: swiftSettings),
         .target(name: "ReplayTesting",
-                dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log")],
+                dependencies: ["ReplayIPC", .product(name: "Logging", package: "swift-log"),
+                               // Headless Chromium over the DevTools protocol (Chromium.swift).
+                               .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],
                 swiftSettings: swiftSettings),
 
         .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),

@@ -2,8 +2,8 @@
 # make demo: record 10 s of a real screen with OpenReplayKit and say where the movie is; then, on
 # a virtual display, SketchPad (Examples/SketchPad), an app that records itself, driven with xdotool:
 # strokes with their tones, Record, the consent prompt answered, Stop, the preview saved; then
-# broadcast the same screen live to the reference broadcast service on loopback and say where the
-# viewer page is (ffmpeg is the encoder until our own upload extension exists).
+# broadcast the same screen live to the reference broadcast service on loopback through our own
+# upload extension (org.openreplaykit.reference) and say where the viewer page is.
 # With a working $DISPLAY it records that display (and its sound, when PulseAudio runs). Without
 # one, it starts its own: a virtual X display (Xvfb) showing moving test content (colour bars, a
 # frame counter, a flash and a beep each second), with sound on a private PulseAudio.
@@ -137,9 +137,13 @@ if [ -n "${VIRTUAL:-}" ] && [ -x "$BIN/sketchpad" ]; then
   echo "Its events:            $LOG"
 fi
 
-# The broadcast: the reference service (embedded SQLite), an account, a stream key, and ffmpeg
-# publishing this display (and its sound) over RTMP.
+# The broadcast: the reference service (embedded SQLite) and an account; then `replay broadcast`
+# through the reference-service extension (org.openreplaykit.reference, Extensions/Reference), which
+# signs in with the account, creates the broadcast, publishes this display (and its sound) over
+# RTMP, and gives back the viewer page's URL.
 SERVICE="$OUT/service"
+# A fresh service each time (the account's password is made anew below).
+rm -rf "$SERVICE"
 mkdir -p "$SERVICE"
 DB="$SERVICE/service.sqlite"
 say "Starting broadcast-service on 127.0.0.1 (database $DB)"
@@ -149,33 +153,37 @@ for _ in $(seq 100); do grep -q '^ready ' "$SERVICE/stdout.log" 2>/dev/null && b
 READY=$(grep '^ready ' "$SERVICE/stdout.log" || true)
 [ -n "$READY" ] || { echo "demo: broadcast-service did not start; see $SERVICE/service.log" >&2; exit 1; }
 HTTP_PORT=$(sed -n 's/.*http=\([0-9]*\).*/\1/p' <<<"$READY")
-RTMP_PORT=$(sed -n 's/.*rtmp=\([0-9]*\).*/\1/p' <<<"$READY")
-printf 'demo-password-%s\n' "$RANDOM$RANDOM" | "$BIN/broadcast-service" user create demo --database "$DB" >/dev/null 2>&1 || true
-KEY=$("$BIN/broadcast-service" key create demo --database "$DB" | tail -n 1)
+PASSWORD="demo-password-$RANDOM$RANDOM"
+printf '%s\n' "$PASSWORD" | "$BIN/broadcast-service" user create demo --database "$DB" >/dev/null 2>&1 || true
 
-AUDIO=(-f lavfi -i anullsrc=r=48000:cl=stereo)
-if SINK=$(pactl get-default-sink 2>/dev/null) && [ -n "$SINK" ]; then
-  AUDIO=(-f pulse -i "$SINK.monitor")
-fi
-SIZE=$(xdpyinfo | sed -n 's/.*dimensions: *\([0-9]*x[0-9]*\).*/\1/p' | head -n 1)
-say "Publishing $DISPLAY to rtmp://127.0.0.1:$RTMP_PORT/live/<key> with ffmpeg"
-ffmpeg -nostdin -v error -f x11grab -framerate 30 -video_size "$SIZE" -i "$DISPLAY" "${AUDIO[@]}" \
-  -c:v libx264 -preset veryfast -tune zerolatency -pix_fmt yuv420p -g 30 -c:a aac -b:a 128k \
-  -f flv "rtmp://127.0.0.1:$RTMP_PORT/live/$KEY" >"$SERVICE/ffmpeg.log" 2>&1 &
-PIDS+=($!)
+say "replay broadcast --service org.openreplaykit.reference --setup server=http://127.0.0.1:$HTTP_PORT --setup user=demo --setup password=… --setup title=\"OpenReplayKit demo\""
+"$BIN/replay" broadcast --service org.openreplaykit.reference --setup "server=http://127.0.0.1:$HTTP_PORT" \
+  --setup user=demo --setup "password=$PASSWORD" --setup "title=OpenReplayKit demo" \
+  >"$SERVICE/broadcast.out" 2>"$SERVICE/broadcast.err" &
+BROADCAST=$!
+PIDS+=($BROADCAST)
 PAGE=""
-for _ in $(seq 100); do
-  PAGE=$(curl -fsS "http://127.0.0.1:$HTTP_PORT/api/live" 2>/dev/null | python3 -c 'import json,sys; l=json.load(sys.stdin)["broadcasts"]; print(l[0]["pageURL"] if l else "")' 2>/dev/null || true)
-  [ -n "$PAGE" ] && break
+for _ in $(seq 150); do
+  PAGE=$(grep -m 1 '^http' "$SERVICE/broadcast.out" 2>/dev/null || true)
+  if [ -n "$PAGE" ] && curl -fsS "http://127.0.0.1:$HTTP_PORT/api/live" 2>/dev/null | grep -q '"live":true'; then break; fi
+  kill -0 "$BROADCAST" 2>/dev/null || break
   sleep 0.1
 done
-[ -n "$PAGE" ] || { echo "demo: the broadcast did not go live; see $SERVICE/service.log and $SERVICE/ffmpeg.log" >&2; exit 1; }
+if [ -z "$PAGE" ] || ! curl -fsS "http://127.0.0.1:$HTTP_PORT/api/live" 2>/dev/null | grep -q '"live":true'; then
+  echo "demo: the broadcast did not go live; see $SERVICE/broadcast.err, $SERVICE/service.log and $OUT/runtime/openreplaykit/extension-org.openreplaykit.reference.log" >&2
+  cat "$SERVICE/broadcast.err" >&2
+  exit 1
+fi
+sleep 3
+FRAME="$OUT/broadcast-frame.png"
+ffmpeg -nostdin -v error -y -i "${PAGE/\/b\//\/hls\/}/index.m3u8" -frames:v 1 "$FRAME" 2>/dev/null || FRAME=""
 echo
 echo "Recording:    $FILE"
 [ -n "${APP_FILE:-}" ] && echo "SketchPad:    $APP_FILE"
 echo "Viewer page:  $PAGE"
 echo "Directory:    http://127.0.0.1:$HTTP_PORT/   (sign up there to chat and like)"
 echo "HLS:          ${PAGE/\/b\//\/hls\/}/index.m3u8"
+[ -n "$FRAME" ] && echo "A frame:      $FRAME (from the HLS stream)"
 if [ -t 0 ]; then
   say "Live now. Press Enter to end the broadcast."
   read -r _
@@ -183,3 +191,11 @@ else
   say "Live for $BROADCAST_SECONDS s (DEMO_BROADCAST_SECONDS), then everything stops."
   sleep "$BROADCAST_SECONDS"
 fi
+say "replay stop"
+"$BIN/replay" stop || true
+if ! wait "$BROADCAST"; then
+  echo "demo: the broadcast ended with an error (its log: $OUT/runtime/openreplaykit/extension-org.openreplaykit.reference.log):" >&2
+  grep '^replay:' "$SERVICE/broadcast.err" >&2 || true
+  exit 1
+fi
+grep '^replay:' "$SERVICE/broadcast.err" || true

@@ -85,6 +85,8 @@ public struct ExtensionCatalog: Sendable {
                            appGroup: "org.openreplaykit.rtmp"), "replay-extension-rtmp"),
         (ExtensionManifest(identifier: "org.openreplaykit.rtmp.setup", displayName: "RTMP", icon: nil, kind: .broadcastSetup,
                            executable: "replay-extension-rtmp-setup", appGroup: "org.openreplaykit.rtmp"), "replay-extension-rtmp-setup"),
+        (ExtensionManifest(identifier: "org.openreplaykit.reference", displayName: "OpenReplayKit Live", icon: nil, kind: .broadcastUpload,
+                           executable: "replay-extension-reference", appGroup: "org.openreplaykit.reference"), "replay-extension-reference"),
     ]
 
     /// The folders searched, in order, for `environment` and a program at `executablePath`.

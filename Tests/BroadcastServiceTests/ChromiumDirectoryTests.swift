@@ -1,6 +1,7 @@
 import Foundation
 import ReplayTesting
 import Synchronization
+import ReplayTesting
 import Testing
 
 /// Where the pages' screenshots go, for a person to look at: `.build/screenshots/` of the package.

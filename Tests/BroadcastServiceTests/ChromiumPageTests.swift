@@ -1,4 +1,5 @@
 import Foundation
+import ReplayTesting
 import Testing
 
 /// The viewer pages in a real browser: headless Chromium driven over the DevTools protocol.

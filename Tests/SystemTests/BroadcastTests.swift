@@ -154,6 +154,7 @@ extension SystemTests {
                 #expect(services.succeeded, "\(services)")
                 #expect(services.stderr.contains("org.example.broken.orkextension/manifest.json") && services.stderr.contains("\"kind\""), "\(services)")
                 #expect(services.stdout.contains("org.openreplaykit.rtmp"), "the shipped RTMP extension is found beside replay: \(services)")
+                #expect(services.stdout.contains("org.openreplaykit.reference"), "the shipped reference-service extension too: \(services)")
 
                 let unknown = try await environment.replay(["broadcast", "--service", "org.example.nothing"], environment: env)
                 #expect(!unknown.succeeded)

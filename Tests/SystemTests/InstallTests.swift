@@ -30,6 +30,9 @@ extension SystemTests {
             "share/openreplaykit/extensions/org.openreplaykit.rtmp.orkextension/replay-extension-rtmp",
             "share/openreplaykit/extensions/org.openreplaykit.rtmp.setup.orkextension/manifest.json",
             "share/openreplaykit/extensions/org.openreplaykit.rtmp.setup.orkextension/replay-extension-rtmp-setup",
+            "share/openreplaykit/extensions/org.openreplaykit.reference.orkextension/manifest.json",
+            "share/openreplaykit/extensions/org.openreplaykit.reference.orkextension/icon.png",
+            "share/openreplaykit/extensions/org.openreplaykit.reference.orkextension/replay-extension-reference",
         ]
 
         @Test("make install DESTDIR=…: every file in place and working; make uninstall removes them", .timeLimit(.minutes(20)))
