@@ -11,35 +11,11 @@ set -euo pipefail
 BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
 SECS=${BENCH_APP_SECONDS:-10}
 RUNS=${BENCH_APP_RUNS:-3}
-WORK=$(mktemp -d /tmp/ork-appbench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for n in $(seq 200 239); do [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break; done
-export DISPLAY=":$n"
-Xvfb "$DISPLAY" -screen 0 1920x1080x24 -nolisten tcp -noreset >"$WORK/xvfb.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
-mkdir -p "$WORK/pulse" "$WORK/home/Videos" "$WORK/runtime"
-chmod 700 "$WORK/runtime"
-(cd "$WORK/pulse" && exec env -u DISPLAY HOME="$WORK/pulse" PULSE_RUNTIME_PATH="$WORK/pulse" pulseaudio -n --daemonize=no \
-  --exit-idle-time=-1 --system=no --use-pid-file=no --disable-shm=yes \
-  -L "module-native-protocol-unix auth-anonymous=1 socket=$WORK/pulse/native" \
-  -L 'module-null-sink sink_name=main rate=48000' \
-  -L 'module-sine-source source_name=mic frequency=3000 rate=48000' >"$WORK/pulse/log" 2>&1) &
-PIDS+=($!)
-export PULSE_SERVER="unix:$WORK/pulse/native" PULSE_COOKIE="$WORK/pulse/cookie" HOME="$WORK/home" XDG_RUNTIME_DIR="$WORK/runtime"
-for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
-
-"$BIN/replayd" --idle-exit 0 >"$WORK/replayd.log" 2>&1 &
-REPLAYD=$!
-PIDS+=($REPLAYD)
-for _ in $(seq 100); do [ -S "$XDG_RUNTIME_DIR/openreplaykit/replayd.sock" ] && break; sleep 0.1; done
+. "$(dirname "$0")/bench-env.sh"
+bench_work ork-appbench
+bench_display 200 239 1920x1080
+bench_sound 'module-sine-source source_name=mic frequency=3000 rate=48000'
+bench_replayd
 TICK=$(getconf CLK_TCK)
 replayd_cpu() { awk -v t="$TICK" '{ printf "%.3f\n", ($14 + $15) / t }' "/proc/$REPLAYD/stat"; }
 replayd_rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$REPLAYD/status"; }

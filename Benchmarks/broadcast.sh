@@ -16,30 +16,11 @@ SECS=${BENCH_BROADCAST_SECONDS:-15}
 PAIRS=${BENCH_BROADCAST_PAIRS:-3}
 SIZE=1920x1080
 FPS=30
-WORK=$(mktemp -d /tmp/ork-broadcastbench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for n in $(seq 240 279); do [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break; done
-export DISPLAY=":$n"
-Xvfb "$DISPLAY" -screen 0 ${SIZE}x24 -nolisten tcp -noreset >"$WORK/xvfb.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
-mkdir -p "$WORK/pulse" "$WORK/home" "$WORK/runtime" "$WORK/data" "$WORK/nginx/logs" "$WORK/nginx/temp"
-chmod 700 "$WORK/runtime"
-(cd "$WORK/pulse" && exec env -u DISPLAY HOME="$WORK/pulse" PULSE_RUNTIME_PATH="$WORK/pulse" pulseaudio -n --daemonize=no \
-  --exit-idle-time=-1 --system=no --use-pid-file=no --disable-shm=yes \
-  -L "module-native-protocol-unix auth-anonymous=1 socket=$WORK/pulse/native" \
-  -L 'module-null-sink sink_name=main rate=48000' >"$WORK/pulse/log" 2>&1) &
-PIDS+=($!)
-export PULSE_SERVER="unix:$WORK/pulse/native" PULSE_COOKIE="$WORK/pulse/cookie" HOME="$WORK/home" \
-  XDG_RUNTIME_DIR="$WORK/runtime" XDG_DATA_HOME="$WORK/data"
-for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
+. "$(dirname "$0")/bench-env.sh"
+bench_work ork-broadcastbench
+bench_display 280 319 $SIZE
+bench_sound
+mkdir -p "$WORK/nginx/logs" "$WORK/nginx/temp"
 
 # nginx with the RTMP module on a free loopback port (as the tests' NginxRTMPServer).
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -63,12 +44,9 @@ PIDS+=($!)
 INGEST="rtmp://127.0.0.1:$PORT/live"
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
 
-# The limit raised for the measurement: the figure is the extension's peak, and whether replayd's
+# The limit raised for the measurement: the figure is the extension's own, and whether replayd's
 # default (50 MB) would have stopped it is said beside it.
-"$BIN/replayd" --idle-exit 0 --extension-memory-mb 256 >"$WORK/replayd.log" 2>&1 &
-REPLAYD=$!
-PIDS+=($REPLAYD)
-for _ in $(seq 100); do [ -S "$XDG_RUNTIME_DIR/openreplaykit/replayd.sock" ] && break; sleep 0.1; done
+bench_replayd --extension-memory-mb 256
 
 TICK=$(getconf CLK_TCK)
 cpu() { awk -v t="$TICK" '{ printf "%.3f\n", ($14 + $15) / t }' "/proc/$1/stat" 2>/dev/null || echo 0; }

@@ -13,30 +13,11 @@ set -euo pipefail
 BIN=${ORK_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.build/release}
 RUNS=${BENCH_EXT_RUNS:-3}
 SECS=${BENCH_EXT_SECONDS:-15}
-WORK=$(mktemp -d /tmp/ork-extbench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-for n in $(seq 240 279); do [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ] || break; done
-export DISPLAY=":$n"
-Xvfb "$DISPLAY" -screen 0 1920x1080x24 -nolisten tcp -noreset >"$WORK/xvfb.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 50); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done
-mkdir -p "$WORK/pulse" "$WORK/home" "$WORK/runtime" "$WORK/service"
-chmod 700 "$WORK/runtime"
-(cd "$WORK/pulse" && exec env -u DISPLAY HOME="$WORK/pulse" PULSE_RUNTIME_PATH="$WORK/pulse" pulseaudio -n --daemonize=no \
-  --exit-idle-time=-1 --system=no --use-pid-file=no --disable-shm=yes \
-  -L "module-native-protocol-unix auth-anonymous=1 socket=$WORK/pulse/native" \
-  -L 'module-null-sink sink_name=main rate=48000' >"$WORK/pulse/log" 2>&1) &
-PIDS+=($!)
-export PULSE_SERVER="unix:$WORK/pulse/native" PULSE_COOKIE="$WORK/pulse/cookie" HOME="$WORK/home" XDG_RUNTIME_DIR="$WORK/runtime"
-export XDG_DATA_HOME="$WORK/home/data"
-for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
+. "$(dirname "$0")/bench-env.sh"
+bench_work ork-extbench
+bench_display 240 279 1920x1080
+bench_sound
+mkdir -p "$WORK/service"
 "$BIN/replay-testcontent" --full-motion >"$WORK/content.log" 2>&1 &
 PIDS+=($!)
 
@@ -49,9 +30,7 @@ printf '%s\n' bench-password-1 | "$BIN/broadcast-service" user create bench --da
 
 # A memory limit above what it uses, so that the peak is measured over the whole run; the figure
 # says whether replayd's default limit (50 MB) would have stopped it.
-"$BIN/replayd" --idle-exit 0 --extension-memory-mb 400 >"$WORK/replayd.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do [ -S "$XDG_RUNTIME_DIR/openreplaykit/replayd.sock" ] && break; sleep 0.1; done
+bench_replayd --extension-memory-mb 400
 
 extension_pid() {
   local p

@@ -74,9 +74,11 @@ package struct ControlServer: Service {
         if DaemonLauncher.isListening(socketPath: socketPath) {
             throw ReplayError(.sessionActive, "another process already serves \(socketPath): is another replayd running?")
         }
-        // Private from the first moment: the folder is 0700, so no one else reaches the socket before it is
-        // made 0600. (Not through umask: it is the whole process's, and a file another thread created
-        // meanwhile, an in-process test's say, lost its permissions.)
+        // Private from the first moment: the socket is bound under another name in the 0700 folder, made
+        // 0600, and only then renamed into place, so that it is never found with other permissions. (Not
+        // through umask: it is the whole process's, and a file another thread created meanwhile, an
+        // in-process test's say, lost its permissions.)
+        let boundPath = socketPath + ".\(getpid()).new"
         let server: NIOAsyncChannel<Connection, Never>
         // Connections accepted but not yet taken by the loop below: one accepted as the socket closes
         // never reaches the loop, and NIO traps when its writer goes unfinished; these are closed properly.
@@ -84,7 +86,7 @@ package struct ControlServer: Service {
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 32)
-                .bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: true) { channel in
+                .bind(unixDomainSocketPath: boundPath, cleanupExistingSocketFile: true) { channel in
                     // The kernel's word on who connected, read at accept (a client that already
                     // left, such as a probe of the socket, is dropped here).
                     PeerCredentials.of(channel).flatMapThrowing { peer in
@@ -97,7 +99,12 @@ package struct ControlServer: Service {
         } catch {
             throw ReplayError(.permissionDenied, "cannot listen on \(socketPath): \(error).")
         }
-        chmod(socketPath, 0o600)
+        guard chmod(boundPath, 0o600) == 0, rename(boundPath, socketPath) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(boundPath)
+            try? await server.channel.close()
+            throw ReplayError(.permissionDenied, "cannot listen on \(socketPath): \(reason).")
+        }
         defer { unlink(socketPath) }
         logger.info("listening", metadata: [
             "socket": "\(socketPath)", "pid": "\(getpid())",

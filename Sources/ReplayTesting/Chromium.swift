@@ -1,7 +1,6 @@
 public import Foundation
 import HummingbirdWSClient
 import Logging
-import ReplayTesting
 import NIOCore
 import Synchronization
 #if canImport(Glibc)
