@@ -191,26 +191,7 @@ extension RecordingSessions {
         logger.info("app broadcast extension started", metadata: ["extension": "\(manifest.identifier)", "pid": "\(pid)", "session": "\(sessionID)", "app": "\(slot.owner ?? 0)"])
         broadcastHost = BroadcastHost(manifest: manifest, slot: slot, sessionID: sessionID, setupInfo: setupInfo, pid: pid)
         broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
-        let attachTimeout = Task {
-            try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
-            await self.attachTimedOut(pid: pid)
-        }
-        let attached = await withCheckedContinuation { continuation in
-            if broadcastHost?.pid == pid, broadcastHost?.attached == false, broadcastHost?.failure == nil {
-                broadcastHost?.attachWaiters.append(continuation)
-            } else {
-                continuation.resume(returning: broadcastHost?.failure.map { .failure($0) } ?? .success(()))
-            }
-        }
-        attachTimeout.cancel()
-        if case .failure(let error) = attached {
-            await failBroadcast(error, kill: true)
-            return error
-        }
-        guard slots[slot]?.machine.current?.id == sessionID else {
-            return broadcastHost?.failure ?? ReplayError(.extensionFailed, "the broadcast ended as it started.")
-        }
-        return nil
+        return await waitForAttach(pid: pid, slot: slot, sessionID: sessionID)
     }
 
     // MARK: pausing, finishing

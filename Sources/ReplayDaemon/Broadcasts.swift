@@ -165,27 +165,7 @@ extension RecordingSessions {
         broadcastHost = BroadcastHost(manifest: manifest, sessionID: session.id, setupInfo: setupInfo, pid: pid)
         broadcastHost?.broadcastURL = setup?.broadcastURL
         broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
-
-        // It must come for its samples.
-        let attachTimeout = Task {
-            try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
-            await self.attachTimedOut(pid: pid)
-        }
-        let attached = await withCheckedContinuation { continuation in
-            if broadcastHost?.pid == pid, broadcastHost?.attached == false, broadcastHost?.failure == nil {
-                broadcastHost?.attachWaiters.append(continuation)
-            } else {
-                continuation.resume(returning: broadcastHost?.failure.map { .failure($0) } ?? .success(()))
-            }
-        }
-        attachTimeout.cancel()
-        if case .failure(let error) = attached {
-            await failBroadcast(error, kill: true)
-            return .failure(error)
-        }
-        guard slots[.broadcast]?.machine.current?.id == session.id else {
-            return .failure(broadcastHost?.failure ?? ReplayError(.extensionFailed, "the broadcast ended as it started."))
-        }
+        if let error = await waitForAttach(pid: pid, slot: .broadcast, sessionID: session.id) { return .failure(error) }
         do throws(XDisplayError) {
             broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self] focusedPID in
                 Task { await self?.focusChanged(to: focusedPID, sessionID: session.id) }
@@ -459,6 +439,32 @@ extension RecordingSessions {
             await self?.extensionExited(pid: pid, status: status)
         }
         return pid
+    }
+
+    /// Waits for the extension `pid` to come for its samples (`BroadcastHostLimits.attachTimeout` at
+    /// most): nil once it has and the session in `slot` still runs; else why the broadcast ended (a
+    /// failure to attach ends it, killing the extension). For the person's broadcast and an app's.
+    func waitForAttach(pid: Int32, slot: SessionSlot, sessionID: String) async -> ReplayError? {
+        let attachTimeout = Task {
+            try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
+            await self.attachTimedOut(pid: pid)
+        }
+        let attached = await withCheckedContinuation { continuation in
+            if broadcastHost?.pid == pid, broadcastHost?.attached == false, broadcastHost?.failure == nil {
+                broadcastHost?.attachWaiters.append(continuation)
+            } else {
+                continuation.resume(returning: broadcastHost?.failure.map { .failure($0) } ?? .success(()))
+            }
+        }
+        attachTimeout.cancel()
+        if case .failure(let error) = attached {
+            await failBroadcast(error, kill: true)
+            return error
+        }
+        guard slots[slot]?.machine.current?.id == sessionID else {
+            return broadcastHost?.failure ?? ReplayError(.extensionFailed, "the broadcast ended as it started.")
+        }
+        return nil
     }
 
     /// The broadcast's own fields of its status.
