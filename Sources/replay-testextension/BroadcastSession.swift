@@ -18,6 +18,8 @@ final class BroadcastSession: @unchecked Sendable {
     private var pictures = 0
     private var audioChunks: [String: Int] = [:]
     private var behave = ""
+    /// Set up by a setup extension (its `server`): the URL it gave stays the broadcast's.
+    private var setUp = false
     private var hoard: [[UInt8]] = []
     private let colours = ColourTally()
 
@@ -42,6 +44,7 @@ final class BroadcastSession: @unchecked Sendable {
         let info = setupInfo ?? [:]
         note("started " + info.keys.sorted().map { "\($0)=\(info[$0]!)" }.joined(separator: " "))
         behave = info["behave"]?.description ?? ""
+        setUp = info["server"] != nil
         return info["login"]?.description != "no"
     }
 
@@ -65,7 +68,9 @@ final class BroadcastSession: @unchecked Sendable {
         if pictures == 1 {
             note("first picture \(CVPixelBufferGetWidth(image))x\(CVPixelBufferGetHeight(image)) at \(pts.seconds)")
             // Live: where viewers watch, and the service's figures (the app's delegate hears both).
-            SampleHandlerBox.handler?.updateBroadcastURL(URL(string: "https://seed.example/watch/\(ProcessInfo.processInfo.processIdentifier)")!)
+            if !setUp {
+                SampleHandlerBox.handler?.updateBroadcastURL(URL(string: "https://seed.example/watch/\(ProcessInfo.processInfo.processIdentifier)")!)
+            }
             SampleHandlerBox.handler?.updateServiceInfo(["viewers": "3" as NSString, "comment": "hello from the seed" as NSString])
         }
         colours.add(image, note: note)

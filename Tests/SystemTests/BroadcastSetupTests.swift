@@ -126,8 +126,8 @@ extension SystemTests {
                 #expect(secrets.contains("from-setup"), "the setup wrote to its group: \(secrets)")
 
                 let status = try await environment.replay(["status"], environment: env)
-                // The setup's URL came first (stdout above); the upload extension's own, once live, replaces it.
-                #expect(status.stdout.contains("https://seed.example/watch/"), "\(status)")
+                // The setup's URL is the broadcast's (the seed says its own only when no setup gave one).
+                #expect(status.stdout.contains("https://watch.example.com/b/42"), "\(status)")
                 #expect(try await environment.replay(["stop"], environment: env).succeeded)
                 let ended = try await broadcast.waitForExit(timeout: .seconds(20))
                 #expect(ended.succeeded, "\(ended)")
