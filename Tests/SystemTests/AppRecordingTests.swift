@@ -113,8 +113,17 @@ extension SystemTests.AppSessionTests {
             let stopped = try App.line(App.lines(result.stdout), "wait-stopped=60")
             #expect(App.code(stopped) == -5806, "interrupted: \(stopped)")
             #expect(App.appRecordings(environment).isEmpty, "the app's recording was discarded")
-            try await SystemTests.BroadcastTests.waitFor("the broadcast's first picture") {
-                SystemTests.BroadcastTests.events(in: folder).contains { $0.hasPrefix("first picture") }
+            do {
+                // Its extension starts after the app's session has ended (a loaded machine: up to 40 s).
+                try await SystemTests.BroadcastTests.waitFor("the broadcast's first picture", timeout: .seconds(40)) {
+                    SystemTests.BroadcastTests.events(in: folder).contains { $0.hasPrefix("first picture") }
+                }
+            } catch {
+                let status = try? await environment.replay(["status"])
+                let said = "replay broadcast said: \(broadcast.currentOutput) \(broadcast.currentError)"
+                let seen = "the extension: \(SystemTests.BroadcastTests.events(in: folder)); replay status: \(status?.stdout ?? "-")"
+                Issue.record("\(error)\n\(said)\n\(seen)\nreplayd: \(String(replayd.currentError.suffix(3000)))")
+                throw error
             }
             #expect(try await environment.replay(["stop"]).succeeded)
             let ended = try await broadcast.waitForExit(timeout: .seconds(20))
