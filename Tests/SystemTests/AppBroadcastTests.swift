@@ -12,13 +12,8 @@ extension SystemTests.AppSessionTests {
             let seed = SystemTests.BroadcastTests.seedID
             // replayd reads the extensions of its own environment: $HOME/.local/share here.
             let folder = try SystemTests.BroadcastTests.installSeed(in: environment.homeDirectory.appendingPathComponent(".local/share"))
-            let replayd = try BackgroundProcess(try Binaries.replayd(), arguments: ["--consent-answer-for-tests", "allow", "--picker-answer-for-tests", seed,
-                                                                                    "--idle-exit", "0"],
-                                                environment: environment.environment)
+            let replayd = try await Self.startReplayd(environment, consent: "allow", picker: seed)
             defer { replayd.signal(SIGTERM) }
-            for _ in 0..<250 where !FileManager.default.fileExists(atPath: environment.replaydSocket.path) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
             let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try Self.window(), "broadcast-load", "broadcast-start", "broadcast-wait-ended=60"],
                                             environment: environment.environment)
             defer { Task { await app.terminate() } }

@@ -10,9 +10,11 @@ extension SystemTests {
         /// One JSON line per step of the test app.
         typealias Line = [String: Any]
 
-        /// Starts this environment's replayd with a fixed consent answer (no window in these tests).
-        static func startReplayd(_ environment: TestEnvironment, consent: String) async throws -> BackgroundProcess {
-            let replayd = try BackgroundProcess(try Binaries.replayd(), arguments: ["--consent-answer-for-tests", consent, "--idle-exit", "0"],
+        /// Starts this environment's replayd with a fixed consent answer (no window in these tests), and
+        /// a fixed picker answer (the service chosen) when `picker` is given.
+        static func startReplayd(_ environment: TestEnvironment, consent: String, picker: String? = nil) async throws -> BackgroundProcess {
+            let answers = ["--consent-answer-for-tests", consent] + (picker.map { ["--picker-answer-for-tests", $0] } ?? [])
+            let replayd = try BackgroundProcess(try Binaries.replayd(), arguments: answers + ["--idle-exit", "0"],
                                                 environment: environment.environment)
             for _ in 0..<250 {
                 if FileManager.default.fileExists(atPath: environment.replaydSocket.path) { return replayd }

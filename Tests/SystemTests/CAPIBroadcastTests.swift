@@ -11,13 +11,8 @@ extension SystemTests.CAPITests {
         try await TestEnvironment.with(.init(content: nil)) { environment in
             let seed = SystemTests.BroadcastTests.seedID
             let folder = try SystemTests.BroadcastTests.installSeed(in: environment.homeDirectory.appendingPathComponent(".local/share"))
-            let replayd = try BackgroundProcess(try Binaries.replayd(), arguments: ["--consent-answer-for-tests", "allow", "--picker-answer-for-tests", seed,
-                                                                                    "--idle-exit", "0"],
-                                                environment: environment.environment)
+            let replayd = try await SystemTests.AppSessionTests.startReplayd(environment, consent: "allow", picker: seed)
             defer { replayd.signal(SIGTERM) }
-            for _ in 0..<250 where !FileManager.default.fileExists(atPath: environment.replaydSocket.path) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
             let run = try await ProcessRunner.run("/usr/bin/python3", arguments: [Self.programs.appendingPathComponent("capi_broadcast.py").path, library, seed],
                                                   environment: environment.environment, timeout: .seconds(120))
             try #require(run.succeeded, "\(run)")
