@@ -14,6 +14,8 @@
 #                   at the ingest, the upload extension's memory, replayd + extension CPU beside ffmpeg)
 #   BENCH_EXTENSION 0 skips issue 16's upload-extension figures (Benchmarks/extension.sh: broadcast start
 #                   → live at the ingest, the reference extension's memory at 1080p30)
+#   BENCH_GLASS     0 skips issue 16's viewer figures (Benchmarks/glass.py: broadcast start -> playing in
+#                   headless Chromium, glass-to-glass through the reference extension and the service)
 #   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
 #                   macroblocks did not change: the encoder before the damage map), and its ratio
 set -euo pipefail
@@ -139,6 +141,12 @@ fi
 if [ "${BENCH_BROADCAST:-1}" != 0 ]; then
   echo
   ORK_BIN_DIR="$BIN" bash "$HERE/broadcast.sh"
+fi
+# Issue 16 as a viewer sees it: start -> playing in headless Chromium, glass-to-glass through our
+# own extension and the reference service.
+if [ "${BENCH_GLASS:-1}" != 0 ]; then
+  echo
+  ORK_BIN_DIR="$BIN" python3 "$HERE/glass.py"
 fi
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio

@@ -16,6 +16,17 @@ public final class NginxRTMPServer: Sendable {
     /// `rtmp://127.0.0.1:PORT/live`: append `/KEY`.
     public var base: String { "rtmp://127.0.0.1:\(port)/live" }
 
+    /// `rtmp://127.0.0.1:PORT/rec`: append `/KEY`. Live too, and what is published there is also
+    /// written from its first packet to `recording(of: KEY)`: the stream exactly as the publisher sent
+    /// it. (A player joining `live` mid-stream is no judge of A/V alignment: nginx-rtmp starts each of
+    /// its channels, sound and video, at a time zero of its own for a late joiner.)
+    public var recordingBase: String { "rtmp://127.0.0.1:\(port)/rec" }
+
+    /// The FLV file nginx writes for a publish to `recordingBase/KEY` (complete once the publish ends).
+    public func recording(of key: String) -> URL {
+        directory.appendingPathComponent("rec/\(key).flv")
+    }
+
     private init(port: Int, directory: URL, process: BackgroundProcess) {
         self.port = port
         self.directory = directory
@@ -32,7 +43,7 @@ public final class NginxRTMPServer: Sendable {
         for _ in 0..<5 {
             let port = Int.random(in: 20_000..<40_000)
             let directory = try makeTemporaryDirectory(prefix: "ork-nginx")
-            for folder in ["logs", "temp"] {
+            for folder in ["logs", "temp", "rec"] {
                 try FileManager.default.createDirectory(at: directory.appendingPathComponent(folder), withIntermediateDirectories: true)
             }
             let prefix = directory.path
@@ -49,6 +60,7 @@ public final class NginxRTMPServer: Sendable {
                         listen 127.0.0.1:\(port);
                         chunk_size 4096;
                         application live { live on; record off; }
+                        application rec { live on; record all; record_path \(prefix)/rec; record_unique off; }
                     }
                 }
                 http {

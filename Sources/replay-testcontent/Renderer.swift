@@ -18,6 +18,9 @@ enum ContentMode: Equatable {
     /// Every pixel changes every frame: 30-pixel tiles whose colours move as diagonal waves (the
     /// full-motion benchmark: what a game or a video looks like to an encoder).
     case fullMotion
+    /// The wall clock drawn into every frame, for glass-to-glass latency: the layout of
+    /// `Benchmarks/service/barcode.py`, scaled to the screen (`ClockBarcode`).
+    case clockBarcode
 }
 
 struct RendererError: Error, CustomStringConvertible {
@@ -140,6 +143,16 @@ final class Renderer {
         case .fullMotion:
             drawFullMotionFrame(n)
             xcb_copy_area(connection, pixmap, window, gc, 0, 0, 0, 0, UInt16(width), UInt16(height))
+        case .clockBarcode:
+            let barcode = ClockBarcode(width: width, height: height)
+            // The background and the bar's track each frame, then the time as late as possible.
+            fill([Layout.Rect(x: 0, y: 2 * barcode.band, width: width, height: height - 2 * barcode.band)], ClockBarcode.background)
+            fill([barcode.bar(frame: n)], ClockBarcode.barColour)
+            let (ones, zeros) = barcode.blocks(stamp: ClockBarcode.wallClockStamp())
+            fill(ones, Layout.white)
+            fill(zeros, Layout.RGB(r: 0, g: 0, b: 0))
+            fill(barcode.margins, ClockBarcode.margin)
+            xcb_copy_area(connection, pixmap, window, gc, 0, 0, 0, 0, UInt16(width), UInt16(height))
         case .smallAnimation:
             guard var scene = desktop else { return }
             var dirty = scene.drawBackground(fill: { rects, colour in self.fill(rects, colour) })
@@ -261,6 +274,53 @@ final class Renderer {
         guard let reply = xcb_intern_atom_reply(connection, cookie, nil) else { return nil }
         defer { free(reply) }
         return reply.pointee.atom
+    }
+}
+
+/// `--clock-barcode`: the wall clock (milliseconds since 1970, modulo 2^32) as 32 black and white
+/// blocks across the top sixth of the screen and the same bits inverted in the next sixth, mid grey
+/// below with a moving bar: `Benchmarks/service/barcode.py`'s layout at the screen's size, so that
+/// `latency.js` reads it from the viewer's picture whatever the screen's size.
+struct ClockBarcode {
+    static let bits = 32
+    static let background = Layout.RGB(r: 0x60, g: 0x60, b: 0x60)
+    static let barColour = Layout.RGB(r: 0xe0, g: 0xe0, b: 0xe0)
+    static let margin = Layout.RGB(r: 0x80, g: 0x80, b: 0x80)
+    let width: Int
+    let height: Int
+    /// Rows per band (barcode.py: 60 of 360).
+    var band: Int { height / 6 }
+    var block: Int { width / Self.bits }
+
+    static func wallClockStamp() -> UInt32 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt32(truncatingIfNeeded: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+
+    /// The white and the black blocks of both bands for `stamp`.
+    func blocks(stamp: UInt32) -> (ones: [Layout.Rect], zeros: [Layout.Rect]) {
+        var ones: [Layout.Rect] = [], zeros: [Layout.Rect] = []
+        for i in 0..<Self.bits {
+            let bit = (stamp >> UInt32(Self.bits - 1 - i)) & 1 == 1
+            let top = Layout.Rect(x: i * block, y: 0, width: block, height: band)
+            let bottom = Layout.Rect(x: i * block, y: band, width: block, height: band)
+            if bit { ones.append(top); zeros.append(bottom) } else { zeros.append(top); ones.append(bottom) }
+        }
+        return (ones, zeros)
+    }
+
+    /// What is right of the 32 blocks when the width is not a multiple of 32.
+    var margins: [Layout.Rect] {
+        let used = block * Self.bits
+        return used < width ? [Layout.Rect(x: used, y: 0, width: width - used, height: 2 * band)] : []
+    }
+
+    /// barcode.py's bar: 40 px wide at 640, 8 px a frame, scaled to the width.
+    func bar(frame n: Int) -> Layout.Rect {
+        let scale = max(1, width / 640)
+        let x = (n * 8 * scale) % width
+        return Layout.Rect(x: x, y: 2 * band, width: min(40 * scale, width - x), height: height - 2 * band)
     }
 }
 

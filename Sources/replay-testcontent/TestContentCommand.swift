@@ -43,6 +43,9 @@ struct TestContentCommand: ParsableCommand {
     @Flag(name: .customLong("full-motion"), help: "Every pixel changes every frame (full-motion benchmark).")
     var fullMotion = false
 
+    @Flag(name: .customLong("clock-barcode"), help: "The wall clock in milliseconds as a barcode in every frame (make bench's glass-to-glass latency; Benchmarks/service/latency.js reads it).")
+    var clockBarcode = false
+
     @Option(help: "Stop after this many seconds.")
     var duration: Double?
 
@@ -88,8 +91,8 @@ struct TestContentCommand: ParsableCommand {
 
     func validate() throws {
         guard (1...240).contains(fps) else { throw ValidationError("--fps must be between 1 and 240.") }
-        if [staticScreen, desktop, smallAnimation, fullMotion].filter({ $0 }).count > 1 {
-            throw ValidationError("--static, --desktop, --small-animation and --full-motion exclude each other.")
+        if [staticScreen, desktop, smallAnimation, fullMotion, clockBarcode].filter({ $0 }).count > 1 {
+            throw ValidationError("--static, --desktop, --small-animation, --full-motion and --clock-barcode exclude each other.")
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive.") }
         if repaint && !staticScreen { throw ValidationError("--repaint goes with --static.") }
@@ -125,7 +128,7 @@ struct TestContentCommand: ParsableCommand {
             }
             return
         }
-        let mode: ContentMode = staticScreen ? .still : desktop ? .desktop : smallAnimation ? .smallAnimation : fullMotion ? .fullMotion : .bars
+        let mode: ContentMode = staticScreen ? .still : desktop ? .desktop : smallAnimation ? .smallAnimation : fullMotion ? .fullMotion : clockBarcode ? .clockBarcode : .bars
         let renderer: Renderer
         do {
             renderer = try Renderer(displayName: display, mode: mode)
