@@ -22,8 +22,13 @@ public final class NginxRTMPServer: Sendable {
         self.process = process
     }
 
-    /// Starts nginx on a free port and waits until it accepts connections.
-    public static func start(logger: Logger = .harness) async throws -> NginxRTMPServer {
+    /// Where nginx records each published stream byte for byte (`record all`), as `KEY.flv`, when
+    /// started with `recording`: what the publisher sent, read after it unpublished.
+    public var recordDirectory: URL { directory.appendingPathComponent("record") }
+
+    /// Starts nginx on a free port and waits until it accepts connections; with `recording`, every
+    /// published stream is also written to `recordDirectory/KEY.flv`.
+    public static func start(recording: Bool = false, logger: Logger = .harness) async throws -> NginxRTMPServer {
         let module = "/usr/lib/nginx/modules/ngx_rtmp_module.so"
         guard FileManager.default.fileExists(atPath: module) else {
             throw HarnessError("no \(module): install nginx-light and libnginx-mod-rtmp (scripts/bootstrap.sh does)")
@@ -32,7 +37,7 @@ public final class NginxRTMPServer: Sendable {
         for _ in 0..<5 {
             let port = Int.random(in: 20_000..<40_000)
             let directory = try makeTemporaryDirectory(prefix: "ork-nginx")
-            for folder in ["logs", "temp"] {
+            for folder in ["logs", "temp", "record"] {
                 try FileManager.default.createDirectory(at: directory.appendingPathComponent(folder), withIntermediateDirectories: true)
             }
             let prefix = directory.path
@@ -48,7 +53,7 @@ public final class NginxRTMPServer: Sendable {
                     server {
                         listen 127.0.0.1:\(port);
                         chunk_size 4096;
-                        application live { live on; record off; }
+                        application live { live on; \(recording ? "record all; record_path \(prefix)/record; record_unique off;" : "record off;") }
                     }
                 }
                 http {
