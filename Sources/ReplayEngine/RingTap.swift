@@ -66,7 +66,9 @@ package final class RingTap: FrameTap, AudioTap {
     package func offer(to pid: Int32, at path: String,
                        finished: @escaping @Sendable (Result<Void, ReplayError>) -> Void) throws(ReplayError) {
         try state.withLock { state throws(ReplayError) in
-            precondition(state.reader == nil, "a frame ring is offered once")
+            guard state.reader == nil else {
+                throw ReplayError(.internal, "the frame ring was offered already (to pid \(state.reader?.pid ?? 0)); it goes to one reader, once")
+            }
             try RingHandover.offer(state.writer.descriptors, to: pid, at: path, keepAlive: state.writer, finished: finished)
             state.reader = Reader(pid: pid, path: path, finished: finished)
         }

@@ -98,6 +98,8 @@ struct RingTapResizeTests {
         let counters = tap.counters
         #expect(counters.framesWritten == 6 && counters.framesDropped == 0 && counters.audioChunksWritten == 6, "\(counters)")
         #expect(reader.counters.framesWritten == 6)
+        // One reader, once: a second offer is an error, not a second reader.
+        #expect(throws: ReplayError.self) { try tap.offer(to: getpid(), at: path + ".again") { _ in } }
     }
 
     @Test func successorPathsSitBesideTheFirst() {

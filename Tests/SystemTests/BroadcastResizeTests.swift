@@ -73,6 +73,7 @@ extension SystemTests {
                 let pattern = TestPattern(width: 1280, height: 720)
                 var checked = 0
                 var mismatches: [String] = []
+                var wrongPictures = 0
                 for (image, size) in zip(small, sizes) {
                     func seen(_ x: Int, _ y: Int) -> RGB {
                         image.pixel(x: x * smallWidth / size.width, y: y * smallHeight / size.height)
@@ -80,6 +81,8 @@ extension SystemTests {
                     // The top band's left end is black but in a flash.
                     if seen(80, 90).luma > 200 { continue }
                     checked += 1
+                    let before = mismatches.count
+                    defer { if mismatches.count > before { wrongPictures += 1 } }
                     var points = (0..<8).map { pattern.barCentre($0) }
                     points += [(80, 90), (240, 90), (1200, 90)]
                     for (x, y) in points where x < size.width && y < size.height {
@@ -91,7 +94,9 @@ extension SystemTests {
                     }
                 }
                 #expect(checked >= sizes.count * 3 / 4, "\(checked) of \(sizes.count) pictures were not flashes")
-                #expect(mismatches.count <= sizes.count / 50, "\(mismatches.count) points wrong: \(mismatches.prefix(10))")
+                // A picture taken as a flash begins or ends, or as the screen is resized, may be partly
+                // one thing and partly another: a few such, never many.
+                #expect(wrongPictures <= sizes.count / 20, "\(wrongPictures) pictures of \(sizes.count) wrong: \(mismatches.prefix(12))")
 
                 // Sound all along: no gap between the audio packets, across both changes.
                 let audio = try await ProcessRunner.run("ffprobe", arguments: ["-v", "error", "-select_streams", "a:0", "-show_entries",
