@@ -23,15 +23,22 @@ import Glibc
 /// - Reads happen with the server grabbed, after the window list was brought up to date from the
 ///   events before the grab: what is left out or blanked is where it is at that moment.
 /// - RandR: when the screen size changes, the recording keeps its size; the new screen is scaled
-///   to fit, letterboxed.
+///   to fit, letterboxed. A capture that `followsScreenSize` (a broadcast's, whose pictures go to a
+///   frame ring, not into a one-size track) takes the new size instead: `current` is replaced by a
+///   picture of the screen's new size, read whole.
 ///
 /// After `init`, used only by the capture thread (`update()`); `exclude(window:)` may be called
 /// from any thread.
 package final class ScreenCapture: FrameSource, @unchecked Sendable {
-    package let outputWidth: Int
-    package let outputHeight: Int
-    /// The picture, up to date after each `update()` that returned true.
-    package let current: VideoFrame
+    /// The picture's size: the screen's (or region's) at the start, even; a capture that
+    /// `followsScreenSize` takes the screen's new size after a RandR change (capture thread).
+    package private(set) var outputWidth: Int
+    package private(set) var outputHeight: Int
+    /// The picture, up to date after each `update()` that returned true. A new picture, of the new
+    /// size, after the screen's size changed when the capture `followsScreenSize`.
+    package private(set) var current: VideoFrame
+    /// Whether a RandR change changes the picture's size (true) or is scaled into it (false).
+    package let followsScreenSize: Bool
 
     private let x: XConnection
     private let logger: Logger
@@ -72,7 +79,8 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     private var protectedAreas: [PixelRect] = []   // root coordinates, up to date while reading
 
     /// Opens `display` and prepares to capture `region` (root coordinates; nil for the whole screen).
-    package init(display: String, region: PixelRect?, logger: Logger) throws(CaptureError) {
+    /// With `followsScreenSize`, the whole screen's pictures take its new size when it changes.
+    package init(display: String, region: PixelRect?, followsScreenSize: Bool = false, logger: Logger) throws(CaptureError) {
         let x: XConnection
         do { x = try XConnection(display: display) } catch { throw CaptureError(.unknownDisplay, error.message) }
         let connection = x.connection
@@ -107,6 +115,7 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
         self.source = wanted
         self.screenRect = full
         self.explicitRegion = region != nil
+        self.followsScreenSize = followsScreenSize
         self.canvas = canvas
         self.scratch = scratch
         self.outputWidth = wanted.width & ~1
@@ -551,6 +560,19 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
         guard let newCanvas = SharedImage(owner: x, byteCount: full.area * 4),
               let newScratch = SharedImage(owner: x, byteCount: full.area * 4) else {
             logger.error("the screen changed to \(full.width)x\(full.height) and its memory could not be shared; the recording keeps the old area")
+            return
+        }
+        if followsScreenSize {
+            logger.notice("the screen changed to \(full.width)x\(full.height); the pictures follow (they were \(outputWidth)x\(outputHeight))")
+            canvas = newCanvas
+            scratch = newScratch
+            source = full
+            outputWidth = full.width & ~1
+            outputHeight = full.height & ~1
+            current = VideoFrame(width: outputWidth, height: outputHeight)
+            current.changedBlocks.markAll()
+            scaled?.deallocate()
+            scaled = nil
             return
         }
         logger.notice("the screen changed to \(full.width)x\(full.height); the recording stays \(outputWidth)x\(outputHeight), the screen scaled to fit")

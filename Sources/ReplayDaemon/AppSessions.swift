@@ -238,7 +238,7 @@ extension RecordingSessions {
         let path = paths.directory + "/ring-\(pid)-\(UUID().uuidString.prefix(8)).sock"
         let logger = logger
         do throws(ReplayError) {
-            try RingHandover.offer(ring.descriptors, to: pid, at: path, keepAlive: ring) { [weak self] result in
+            try ring.offer(to: pid, at: path) { [weak self] result in
                 switch result {
                 case .success:
                     logger.debug("the frame ring went to its app", metadata: ["pid": "\(pid)"])

@@ -212,7 +212,7 @@ extension RecordingSessions {
         let path = paths.directory + "/ring-ext-\(pid)-\(UUID().uuidString.prefix(8)).sock"
         let name = host.manifest.displayName
         do throws(ReplayError) {
-            try RingHandover.offer(ring.descriptors, to: pid, at: path, keepAlive: ring) { [weak self] result in
+            try ring.offer(to: pid, at: path) { [weak self] result in
                 if case .failure(let error) = result {
                     Task { await self?.failBroadcast(ReplayError(.extensionFailed, "\(name) did not take its samples: \(error.message)"), kill: true) }
                 }

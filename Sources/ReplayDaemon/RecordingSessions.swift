@@ -333,6 +333,10 @@ package actor RecordingSessions {
     private nonisolated static func prepare(_ options: RecordingOptions, configuration: EngineConfiguration, output: SessionOutput,
                                             logger: Logger) async throws(ReplayError) -> (RecordingEngine, ClipBuffer?, RingTap?) {
         let engine: RecordingEngine
+        var configuration = configuration
+        // A frame ring's pictures may change size (its reader follows): a broadcast's screen is not
+        // scaled into its first size when the resolution changes. A file or clip has one size.
+        if case .ring = output { configuration.screenSizeChanges = .followed }
         do throws(EngineError) {
             engine = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
         } catch {
@@ -349,7 +353,7 @@ package actor RecordingSessions {
             return (engine, clip, nil)
         }
         if case .ring = output {
-            let ring = try RingTap(width: engine.width, height: engine.height, name: "openreplaykit-ring-\(options.display)")
+            let ring = try RingTap(width: engine.width, height: engine.height, name: "openreplaykit-ring-\(options.display)", logger: logger)
             do throws(EngineError) {
                 try engine.attach(tap: ring)
                 try engine.attach(audioTap: ring)

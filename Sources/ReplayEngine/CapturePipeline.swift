@@ -125,6 +125,9 @@ final class CapturePipeline: @unchecked Sendable {
             guard !ran.load(ordering: .acquiring) else {
                 throw EngineError(.misuse, "a destination is attached before the capture runs")
             }
+            guard configuration.screenSizeChanges == .scaledToFit else {
+                throw EngineError(.misuse, "a capture whose pictures follow the screen's size feeds taps only: a destination's track has one size")
+            }
             do throws(MediaError) {
                 videoOutputs.add(destination, track: try destination.addTrack(videoEncoder.trackFormat(name: "Screen")))
                 for (index, encoder) in audioEncoders.enumerated() {

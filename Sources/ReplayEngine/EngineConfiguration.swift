@@ -20,6 +20,8 @@ public struct EngineConfiguration: Sendable, Equatable {
     /// libx264 through its own API, told which macroblocks did not change (true), or through
     /// libavcodec as before (false): `replay-bench --libavcodec-x264` sets the two side by side.
     package var x264TakesChangedBlocks = true
+    /// What the pictures do when the screen's resolution changes (RandR) during the capture.
+    public var screenSizeChanges: ScreenSizeChanges = .scaledToFit
 
     public init(video: VideoSource, audio: [AudioSource] = [.systemMix], audioRequired: Bool = false,
                 audioLayout: AudioLayout = .mixed, framesPerSecond: Int = 30, durationSeconds: Double? = nil,
@@ -33,6 +35,16 @@ public struct EngineConfiguration: Sendable, Equatable {
         self.quality = quality
         self.encoder = encoder
     }
+}
+
+/// What a capture of the whole screen does when the screen's resolution changes while it runs.
+public enum ScreenSizeChanges: Sendable, Equatable {
+    /// The pictures keep their first size, the new screen scaled into it (letterboxed): a movie's
+    /// video track, or a stream's, has one size.
+    case scaledToFit
+    /// The pictures take the screen's new size: for a capture with taps only (a broadcast's frame
+    /// ring, whose extension follows a new size); an engine with a destination refuses it.
+    case followed
 }
 
 /// Where the pictures come from.

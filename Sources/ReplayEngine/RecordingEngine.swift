@@ -59,7 +59,8 @@ public final class RecordingEngine: Sendable {
             if case .application(let display, let scope) = configuration.video {
                 capture = try ApplicationCapture(display: display, processID: scope.processID, logger: logger)
             } else {
-                capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle, logger: logger)
+                capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle,
+                                            followsScreenSize: configuration.screenSizeChanges == .followed, logger: logger)
             }
         } catch {
             switch error.kind {

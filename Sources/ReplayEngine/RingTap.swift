@@ -1,5 +1,6 @@
 package import ReplayMedia
 package import ReplayIPC
+package import Logging
 import Synchronization
 
 /// The writer of a frame ring, replayd's side of in-app capture: each picture the capture makes
@@ -8,42 +9,139 @@ import Synchronization
 /// has not yet taken every one) the picture is dropped whole and counted in the ring. Sound goes to
 /// the ring's audio chunks, tagged app or microphone. Never blocks the capture or audio thread.
 ///
-/// Hand `descriptors` to the app once (`DescriptorPassing`); `close()` when the session ends.
+/// Pictures keep the size the capture gives them, which may change (a broadcast's capture follows the
+/// screen's resolution): a smaller one goes into a slot as it is, a larger one than the ring holds
+/// makes a larger ring, offered to the same process at a new socket (`RingHandover`, `SO_PEERCRED`),
+/// whose path closes the old ring as its successor (`FrameRingWriter.close(successor:)`): the reader
+/// drains the old ring, fetches the new one and reads on. Sound written meanwhile waits for the switch
+/// (the audio thread writes under the same lock), so none is lost.
+///
+/// `offer(to:at:finished:)` the ring to its reader once; `close()` when the session ends.
 package final class RingTap: FrameTap, AudioTap {
-    package let writer: FrameRingWriter
+    private struct State {
+        var writer: FrameRingWriter
+        /// Who reads the ring, once offered: every larger ring goes to the same process.
+        var reader: Reader?
+        /// What the rings left behind counted.
+        var retired = FrameRingCounters()
+        var successors = 0
+    }
+
+    private struct Reader {
+        let pid: Int32
+        let path: String
+        let finished: @Sendable (Result<Void, ReplayError>) -> Void
+    }
+
+    private let state: Mutex<State>
+    private let name: String
+    private let logger: Logger
     /// While set (a paused broadcast), nothing goes into the ring.
     private let paused = Atomic<Bool>(false)
 
-    /// A ring for pictures of `width` × `height` (the capture's output size).
-    package init(width: Int, height: Int, slotCount: Int = 5, name: String = "openreplaykit-ring") throws(ReplayError) {
-        writer = try FrameRingWriter(layout: FrameRingLayout(width: width, height: height, slotCount: slotCount), name: name)
+    /// A ring for pictures of `width` × `height` (the capture's output size when it starts).
+    package init(width: Int, height: Int, slotCount: Int = 5, name: String = "openreplaykit-ring",
+                 logger: Logger = Logger(label: "org.openreplaykit.ring")) throws(ReplayError) {
+        let writer = try FrameRingWriter(layout: FrameRingLayout(width: width, height: height, slotCount: slotCount), name: name)
+        state = Mutex(State(writer: writer))
+        self.name = name
+        self.logger = logger
     }
 
-    /// The ring's memory and eventfd, in the order `FrameRingReader` takes them.
-    package var descriptors: [Int32] { writer.descriptors }
+    /// The ring's memory and eventfd, in the order `FrameRingReader` takes them: the ring written
+    /// now, for a reader that takes it itself (`replay-ring`); `offer` hands it and its successors over.
+    package var descriptors: [Int32] { state.withLock { $0.writer.descriptors } }
 
-    package var counters: FrameRingCounters { writer.counters }
+    /// The largest picture the ring written now holds.
+    package var capacity: (width: Int, height: Int) {
+        state.withLock { ($0.writer.layout.width, $0.writer.layout.height) }
+    }
+
+    /// Every ring's counters added up.
+    package var counters: FrameRingCounters { state.withLock { $0.retired + $0.writer.counters } }
+
+    /// Offers the ring to the process `pid` (and only it) at a socket at `path` in replayd's private
+    /// folder, once (`RingHandover.offer`); a larger ring later goes to the same process at a path
+    /// beside it. `finished` hears each handover's outcome (on the handover's thread).
+    package func offer(to pid: Int32, at path: String,
+                       finished: @escaping @Sendable (Result<Void, ReplayError>) -> Void) throws(ReplayError) {
+        try state.withLock { state throws(ReplayError) in
+            guard state.reader == nil else {
+                throw ReplayError(.internal, "the frame ring was offered already (to pid \(state.reader?.pid ?? 0)); it goes to one reader, once")
+            }
+            try RingHandover.offer(state.writer.descriptors, to: pid, at: path, keepAlive: state.writer, finished: finished)
+            state.reader = Reader(pid: pid, path: path, finished: finished)
+        }
+    }
 
     /// Pauses or resumes what goes into the ring (a broadcast's pause: the extension gets nothing meanwhile).
     package func setPaused(_ on: Bool) { paused.store(on, ordering: .relaxed) }
 
     package func receive(_ picture: VideoFrame, tick: Int64, time: Int64) {
         guard !paused.load(ordering: .relaxed) else { return }
-        let layout = writer.layout
-        // The capture's size is fixed for a session, so the ring is made to it; no free slot is counted by beginFrame.
-        guard picture.width == layout.width, picture.height == layout.height, let slot = writer.beginFrame() else { return }
+        // The capture thread is the only one that replaces the writer: this one stays current.
+        var writer = state.withLock { $0.writer }
+        if picture.width > writer.layout.width || picture.height > writer.layout.height {
+            guard let larger = grow(toFit: picture) else {
+                writer.dropFrame()
+                return
+            }
+            writer = larger
+        }
+        // No free slot is counted by beginFrame.
+        guard let slot = writer.beginFrame() else { return }
         FullRangeNV12.copy(picture, toLuma: slot.luma, stride: slot.lumaStride, chroma: slot.chroma, stride: slot.chromaStride)
-        writer.publish(slot, time: time, tick: tick)
+        writer.publish(slot, width: picture.width, height: picture.height, time: time, tick: tick)
+    }
+
+    /// A ring large enough for `picture` (and for the old capacity: a screen turned back fits),
+    /// offered to the reader, named as the old ring's successor as that one closes. Nil (the picture
+    /// is dropped) when it cannot be made.
+    private func grow(toFit picture: VideoFrame) -> FrameRingWriter? {
+        state.withLock { state -> FrameRingWriter? in
+            let old = state.writer
+            let layout = FrameRingLayout(width: max(old.layout.width, picture.width), height: max(old.layout.height, picture.height),
+                                         slotCount: old.layout.slotCount, audioChunkCount: old.layout.audioChunkCount,
+                                         audioChunkFrames: old.layout.audioChunkFrames)
+            let writer: FrameRingWriter
+            var successor: String?
+            do throws(ReplayError) {
+                writer = try FrameRingWriter(layout: layout, name: name)
+                if let reader = state.reader {
+                    let path = Self.successorPath(reader.path, number: state.successors + 1)
+                    guard path.utf8.count <= FrameRingLayout.maximumSuccessorPath else {
+                        throw ReplayError(.internal, "the socket path \(path) is too long")
+                    }
+                    try RingHandover.offer(writer.descriptors, to: reader.pid, at: path, keepAlive: writer, finished: reader.finished)
+                    successor = path
+                    state.successors += 1
+                }
+            } catch {
+                logger.error("a picture of \(picture.width)x\(picture.height) does not fit the frame ring (\(old.layout.width)x\(old.layout.height)) and no larger ring could be made: \(error.message); it is dropped")
+                return nil
+            }
+            state.retired = state.retired + old.counters
+            state.writer = writer
+            old.close(successor: successor)
+            logger.notice("pictures of \(picture.width)x\(picture.height) outgrow the frame ring (\(old.layout.width)x\(old.layout.height)): a ring of \(layout.width)x\(layout.height) follows it")
+            return writer
+        }
+    }
+
+    /// `ring-…-abc.sock` → `ring-…-abc.N.sock`.
+    static func successorPath(_ path: String, number: Int) -> String {
+        (path.hasSuffix(".sock") ? String(path.dropLast(5)) : path) + ".\(number).sock"
     }
 
     package func receive(audio samples: UnsafeBufferPointer<Float>, from source: TappedAudioSource, time: Int64) {
         guard !paused.load(ordering: .relaxed) else { return }
-        writer.writeAudio(samples, kind: source == .microphone ? .microphone : .app, time: time)
+        // Under the lock: a ring that closes for a larger one takes no sound after its close.
+        state.withLock { $0.writer.writeAudio(samples, kind: source == .microphone ? .microphone : .app, time: time) }
     }
 
     /// The session is over: the app delivers what is ready and its capture ends.
     package func close() {
-        writer.close()
+        state.withLock { $0.writer.close() }
     }
 }
 

@@ -15,8 +15,8 @@ import Glibc
 /// | offset | field | |
 /// |---|---|---|
 /// | 0 | magic `UInt32` | "ORKR" |
-/// | 4 | version `UInt32` | 1 |
-/// | 8, 12 | width, height `UInt32` | pixels |
+/// | 4 | version `UInt32` | 2 |
+/// | 8, 12 | capacity: width, height `UInt32` | the largest picture a slot holds, pixels |
 /// | 16 | pixel format `UInt32` | '420f' (0x34323066): NV12, full range |
 /// | 20 | slot count `UInt32` | |
 /// | 24 | slot size `UInt64` | bytes, a multiple of 4096 |
@@ -29,15 +29,24 @@ import Glibc
 /// | 80, 84 | channels, sample format `UInt32` | 2, 1 = Float32 interleaved |
 /// | 128… | counters (atomic `UInt64`, written by the writer) | see `FrameRingCounters` |
 /// | 192 | audio chunks read (atomic `UInt64`, written by the reader) | |
+/// | 256, 260 | successor: length `UInt32`, then that many bytes of a socket path (UTF-8, at most 107) | 0: none |
 ///
 /// A video slot: its state word (atomic `UInt64`: sequence << 2 | state, state 0 free, 1 writing,
 /// 2 ready, 3 reading), its presentation time (`Int64`, nanoseconds on the session clock: the
-/// engine's `CLOCK_MONOTONIC`), its frame tick (`Int64`), then the planes at their offsets.
+/// engine's `CLOCK_MONOTONIC`), its frame tick (`Int64`), its picture's width and height (`UInt32`
+/// each, at 24 and 28: at most the capacity; the planes keep the capacity's strides), then the
+/// planes at their offsets.
+///
+/// The picture size may change from one slot to the next (the screen's resolution changed during a
+/// broadcast) within the capacity. A larger picture needs a larger ring: the writer makes one, offers
+/// it to the same reader process (`RingHandover`, the reader's pid checked by `SO_PEERCRED`), writes
+/// that socket's path as the successor and closes this ring. The reader delivers what this ring still
+/// holds, fetches the successor and goes on reading it: nothing is lost across the change.
 /// An audio chunk: its kind (`UInt32`: 2 app, 3 microphone, as `RPSampleBufferType`), its frame
 /// count (`UInt32`), its time (`Int64`, the first sample), then the samples at byte 32.
 package struct FrameRingLayout: Sendable, Equatable {
     package static let magic: UInt32 = 0x524B_524F   // "ORKR"
-    package static let version: UInt32 = 1
+    package static let version: UInt32 = 2
     /// CoreVideo's `kCVPixelFormatType_420YpCbCr8BiPlanarFullRange`, '420f'.
     package static let pixelFormatNV12FullRange: UInt32 = 0x3432_3066
     package static let sampleRate = 48_000
@@ -47,7 +56,11 @@ package struct FrameRingLayout: Sendable, Equatable {
     static let slotHeaderSize = 64
     static let audioChunkHeaderSize = 32
     static let page = 4096
+    static let successorOffset = 256
+    /// The longest successor path (a `sockaddr_un` holds 107 bytes and a NUL).
+    package static let maximumSuccessorPath = 107
 
+    /// The capacity: the largest picture a slot holds (each slot says its own picture's size).
     package let width: Int
     package let height: Int
     package let slotCount: Int
@@ -65,7 +78,7 @@ package struct FrameRingLayout: Sendable, Equatable {
     /// Bytes of the whole ring.
     package var size: Int { audioOffset + Self.roundUp(audioChunkCount * audioChunkSize, to: Self.page) }
 
-    /// The layout replayd makes for pictures of `width` × `height`: `slotCount` slots (4–6 keep an
+    /// The layout replayd makes for pictures of up to `width` × `height`: `slotCount` slots (4–6 keep an
     /// app a few frames of slack at 30 fps) and `audioChunkCount` chunks of up to `audioChunkFrames`
     /// (128 of 2048 frames: 5 s of sound at 48 kHz, in 1024-frame blocks 2.7 s).
     package init(width: Int, height: Int, slotCount: Int = 5, audioChunkCount: Int = 128, audioChunkFrames: Int = 2048) {
@@ -160,6 +173,17 @@ package struct FrameRingCounters: Sendable, Equatable {
     /// The writer has finished: nothing more will come.
     package var closed = false
     package init() {}
+
+    /// Two rings' counts added up (a ring and its successor): closed when the second is.
+    package static func + (lhs: FrameRingCounters, rhs: FrameRingCounters) -> FrameRingCounters {
+        var sum = rhs
+        sum.framesWritten += lhs.framesWritten
+        sum.framesDropped += lhs.framesDropped
+        sum.audioChunksWritten += lhs.audioChunksWritten
+        sum.audioChunksDropped += lhs.audioChunksDropped
+        sum.audioFramesDropped += lhs.audioFramesDropped
+        return sum
+    }
 
     static let framesWrittenOffset = 128
     static let framesDroppedOffset = 136
@@ -306,11 +330,20 @@ package final class FrameRingWriter: @unchecked Sendable {
         return nil
     }
 
-    /// Marks a filled slot ready with its time (nanoseconds, session clock) and wakes the reader.
-    package func publish(_ slot: Slot, time: Int64, tick: Int64) {
+    /// Counts a picture dropped whole for another reason than a full ring (it could not be written).
+    package func dropFrame() {
+        words.word(FrameRingCounters.framesDroppedOffset).pointee.add(1, ordering: .relaxed)
+    }
+
+    /// Marks a filled slot ready with its picture's size (at most the capacity), its time
+    /// (nanoseconds, session clock) and tick, and wakes the reader.
+    package func publish(_ slot: Slot, width: Int, height: Int, time: Int64, tick: Int64) {
+        precondition((1...layout.width).contains(width) && (1...layout.height).contains(height), "a picture within the ring's capacity")
         let base = memory.baseAddress + layout.slot(slot.index)
         base.storeBytes(of: time.littleEndian, toByteOffset: 8, as: Int64.self)
         base.storeBytes(of: tick.littleEndian, toByteOffset: 16, as: Int64.self)
+        base.storeBytes(of: UInt32(width).littleEndian, toByteOffset: 24, as: UInt32.self)
+        base.storeBytes(of: UInt32(height).littleEndian, toByteOffset: 28, as: UInt32.self)
         words.slotStates[slot.index].pointee.store(slot.sequence << 2 | FrameRingSlotState.ready.rawValue, ordering: .releasing)
         words.word(FrameRingCounters.framesWrittenOffset).pointee.add(1, ordering: .releasing)
         signal.signal()
@@ -347,8 +380,17 @@ package final class FrameRingWriter: @unchecked Sendable {
         signal.signal()
     }
 
-    /// Nothing more will come: the reader delivers what is ready and ends.
-    package func close() {
+    /// Nothing more will come: the reader delivers what is ready and ends, or, with a `successor`
+    /// (the socket where the next ring is offered to the reader, `RingHandover`), fetches that ring
+    /// and reads on there.
+    package func close(successor: String? = nil) {
+        if let successor {
+            let bytes = Array(successor.utf8)
+            precondition(!bytes.isEmpty && bytes.count <= FrameRingLayout.maximumSuccessorPath, "a successor path that fits a sockaddr_un")
+            let base = memory.baseAddress + FrameRingLayout.successorOffset
+            base.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: 0, as: UInt32.self)
+            (base + 4).copyMemory(from: bytes, byteCount: bytes.count)
+        }
         words.word(FrameRingCounters.closedOffset).pointee.store(1, ordering: .releasing)
         signal.signal()
     }
@@ -359,9 +401,14 @@ package final class FrameRingWriter: @unchecked Sendable {
 /// memory (no copy); the slot is free again when the last reference to that frame goes. Audio
 /// chunks are copied out of the ring (a few KB each) so that it advances in order.
 ///
+/// When replayd closes the ring with a successor (the pictures outgrew it), `run` delivers what the
+/// ring still holds, fetches the successor (`RingHandover`) and reads on there, with the same handler.
+///
 /// `@unchecked Sendable`: the memory and the eventfd never change after `init`; `audioRead` is
-/// touched only by the reading thread (`run`, one at a time); the rest is atomics.
+/// touched only by the reading thread (`run`, one at a time); `successor` is under its mutex; the
+/// rest is atomics.
 package final class FrameRingReader: @unchecked Sendable {
+    /// This ring's layout (a successor's may be larger).
     package let layout: FrameRingLayout
     let memory: SharedMemory
     private let signal: FrameRingSignal
@@ -369,6 +416,10 @@ package final class FrameRingReader: @unchecked Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let running = Atomic<Bool>(false)
     private var audioRead: UInt64 = 0
+    /// The ring `run` reads now, once it moved on from this one.
+    private let successor = Mutex<FrameRingReader?>(nil)
+    /// What the rings `run` left behind counted.
+    private let retiredCounters = Mutex(FrameRingCounters())
 
     /// What the reader hands out.
     package enum Delivery: Sendable {
@@ -394,30 +445,63 @@ package final class FrameRingReader: @unchecked Sendable {
         audioRead = words.word(FrameRingCounters.audioChunksReadOffset).pointee.load(ordering: .acquiring)
     }
 
-    package var counters: FrameRingCounters { words.counters }
+    /// The counters of every ring read so far, added up (the one read now included).
+    package var counters: FrameRingCounters {
+        let current = successor.withLock { $0 } ?? self
+        return retiredCounters.withLock { $0 } + current.words.counters
+    }
 
     /// Calls `handler` on the calling thread (a thread of its own: this blocks) with everything the
-    /// writer makes ready, in time order, until the writer closes the ring or `stop()` is called.
-    package func run(_ handler: (Delivery) -> Void) {
+    /// writer makes ready, in time order, until the writer closes the ring (without a successor; one
+    /// that cannot be fetched ends delivery too, said to `failed`) or `stop()` is called.
+    package func run(_ handler: (Delivery) -> Void, failed: (ReplayError) -> Void = { _ in }) {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
         defer { running.store(false, ordering: .releasing) }
+        var ring = self
+        while let path = deliver(from: ring, handler) {
+            let next: FrameRingReader
+            do throws(ReplayError) {
+                let (memory, signal) = try RingHandover.receive(from: path)
+                next = try FrameRingReader(memory: memory, signal: signal)
+            } catch {
+                failed(ReplayError(error.code, "the frame ring grew and its successor could not be fetched: \(error.message)"))
+                return
+            }
+            retiredCounters.withLock { $0 = $0 + ring.words.counters }
+            // Installed before the stop flag is read again: a `stop()` signals this ring or sees the flag read.
+            successor.withLock { $0 = next }
+            ring = next
+        }
+    }
+
+    /// Delivers from `ring` until it closes or `stop()`: the successor's path when it closed with one.
+    private func deliver(from ring: FrameRingReader, _ handler: (Delivery) -> Void) -> String? {
         while !stopRequested.load(ordering: .acquiring) {
             // Closed before the drain: everything published before the close is drained now.
-            let closed = words.word(FrameRingCounters.closedOffset).pointee.load(ordering: .acquiring) != 0
-            for delivery in drain() {
+            let closed = ring.words.word(FrameRingCounters.closedOffset).pointee.load(ordering: .acquiring) != 0
+            for delivery in ring.drain() {
                 handler(delivery)
-                if stopRequested.load(ordering: .acquiring) { return }
+                if stopRequested.load(ordering: .acquiring) { return nil }
             }
-            if closed { return }
-            signal.wait()
+            if closed { return ring.successorPath }
+            ring.signal.wait()
         }
+        return nil
+    }
+
+    /// The successor the writer named as it closed the ring, if any (read after the closed flag).
+    private var successorPath: String? {
+        let base = UnsafeRawPointer(memory.baseAddress + FrameRingLayout.successorOffset)
+        let length = Int(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
+        guard (1...FrameRingLayout.maximumSuccessorPath).contains(length) else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(start: base + 4, count: length), as: UTF8.self)
     }
 
     /// `run` on a new thread named `name`; `ended` is called on it when the ring closes or stops.
     package func start(named name: String = "openreplaykit-ring", handler: @escaping @Sendable (Delivery) -> Void,
-                       ended: @escaping @Sendable () -> Void = {}) {
+                       failed: @escaping @Sendable (ReplayError) -> Void = { _ in }, ended: @escaping @Sendable () -> Void = {}) {
         let thread = Thread { [self] in
-            run(handler)
+            run(handler, failed: failed)
             ended()
         }
         thread.name = name
@@ -427,7 +511,7 @@ package final class FrameRingReader: @unchecked Sendable {
     /// Ends `run` after the delivery in hand. Safe from any thread, the handler included.
     package func stop() {
         stopRequested.store(true, ordering: .releasing)
-        signal.signal()
+        (successor.withLock { $0 } ?? self).signal.signal()
     }
 
     /// Takes every ready slot (in sequence order) and copies every waiting audio chunk, merged by time.
@@ -508,8 +592,11 @@ package final class FrameRingVideoFrame: @unchecked Sendable {
         let base = reader.memory.baseAddress + layout.slot(slot)
         time = Int64(littleEndian: base.load(fromByteOffset: 8, as: Int64.self))
         tick = Int64(littleEndian: base.load(fromByteOffset: 16, as: Int64.self))
-        width = layout.width
-        height = layout.height
+        // The slot's own size, within the capacity whatever the memory says (the planes lie there).
+        let slotWidth = Int(UInt32(littleEndian: base.load(fromByteOffset: 24, as: UInt32.self)))
+        let slotHeight = Int(UInt32(littleEndian: base.load(fromByteOffset: 28, as: UInt32.self)))
+        width = (1...layout.width).contains(slotWidth) ? slotWidth : layout.width
+        height = (1...layout.height).contains(slotHeight) ? slotHeight : layout.height
         luma = base + layout.lumaOffset
         chroma = base + layout.chromaOffset
         lumaStride = layout.lumaStride

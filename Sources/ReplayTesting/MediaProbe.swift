@@ -168,6 +168,17 @@ public enum MediaProbe {
             .filter { !$0.allSatisfy(\.isEmpty) }
     }
 
+    /// Every decoded video frame's size, in decoding order of presentation: a stream whose
+    /// resolution changed has frames of each size.
+    public static func videoFrameSizes(_ file: String) async throws -> [(width: Int, height: Int)] {
+        try await csv(file, ["-select_streams", "v:0", "-show_entries", "frame=width,height"]).map { fields in
+            guard fields.count >= 2, let width = Int(fields[0]), let height = Int(fields[1]) else {
+                throw HarnessError("ffprobe gave a frame without a size: \(fields)")
+            }
+            return (width, height)
+        }
+    }
+
     /// The presentation times (seconds, from the file's start) of every video frame, decoded.
     public static func videoFrameTimes(_ file: String) async throws -> [Double] {
         let frames = try await csv(file, ["-select_streams", "v:0", "-show_entries", "frame=pts_time,best_effort_timestamp_time"])
