@@ -220,7 +220,12 @@ def main():
         bid = url.rstrip("/").split("/")[-1]
         live = wait_for(lambda: b'"live":true' in (http_get(f"http://127.0.0.1:{http}/api/v1/broadcasts/{bid}") or b"")
                         and time.time(), 30, "the broadcast to be live", step=0.01)
-        first = wait_for(lambda: page.evaluate("window.__orkFirstPicture || 0"), 30, "the page's first picture", step=0.02)
+        try:
+            first = wait_for(lambda: page.evaluate("window.__orkFirstPicture || 0"), 30, "the page's first picture", step=0.02)
+        except RuntimeError:
+            state = page.evaluate("JSON.stringify({url: location.href, player: window.orkPlayer || null, "
+                                  "video: (v => v && [v.readyState, v.currentTime, v.error && v.error.message])(document.querySelector('video'))})")
+            raise RuntimeError(f"the viewer page showed no picture in 30 s: {state}")
         starts_live.append(int((live - start) * 1000))
         starts_playing.append(int(first - start * 1000))
         log(f"run {run}: URL after {int((time.time() - start) * 1000)} ms; live {starts_live[-1]} ms, playing {starts_playing[-1]} ms")

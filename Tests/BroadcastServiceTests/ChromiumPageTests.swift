@@ -6,6 +6,36 @@ import Testing
 @Suite("broadcast pages in headless Chromium", .serialized, .timeLimit(.minutes(3)),
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")))
 struct ChromiumPageTests {
+    /// `replay broadcast` prints the page's address as soon as the broadcast is created, before its
+    /// first picture reaches the service: a viewer who opens it then waits on the page, which plays
+    /// the broadcast as soon as it is live, without a reload by hand.
+    @Test func aPageOpenedBeforeTheBroadcastStartsPlaysItWhenItDoes() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let service = try ServiceProcess(directory: directory)
+        defer { service.stop() }
+        #expect(try service.admin(["user", "create", "fay"], stdin: "fay-password-1\n").status == 0)
+        let key = try service.admin(["key", "create", "fay"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let api = CurlSession(directory: directory)
+        let created = ServiceSystemTests.json(try api.request("POST", service.baseURL + "/api/v1/broadcasts", json: """
+            {"title": "Soon"}
+            """, headers: ["Authorization": "Bearer \(key)"]).body)
+        let id = try #require(created["id"] as? String)
+        let chromium = try Chromium(directory: directory)
+        defer { chromium.stop() }
+        let pageURL = service.baseURL + "/b/\(id)", rtmp = "\(service.rtmpBase)/\(key)"
+        try await chromium.withPage { page in
+            try await page.navigate(pageURL)
+            try await page.waitFor("document.readyState === 'complete'")
+            #expect(try await page.evaluate("document.getElementById('status').textContent").contains("has not started yet"))
+            #expect(try await page.evaluate("!!window.orkPlayer") == "false")
+            let publisher = try FFmpegPublisher(url: rtmp, seconds: 30, directory: directory)
+            defer { publisher.stop() }
+            try await page.waitFor("window.orkPlayer && orkPlayer.framesDrawn > 15", timeout: 30)
+            #expect(try await page.evaluate("document.getElementById('title').textContent") == "\"Soon\"")
+        }
+    }
+
     @Test func signUpFindTheBroadcastWatchChatAndLike() async throws {
         let directory = try ServiceProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

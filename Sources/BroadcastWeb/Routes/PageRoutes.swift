@@ -28,9 +28,17 @@ struct PageRoutes: Sendable {
         let csrf = web.csrfToken(request)
         guard let broadcast = web.directory.broadcast(id: id) else {
             guard let record = try await web.store.broadcast(id: id) else { throw HTTPError(.notFound, message: "No such broadcast.") }
-            let state = record.endedAt != nil ? "This broadcast has ended." : "This broadcast has not started yet."
-            return web.html(HTML.page(title: record.title, user: user?.name, csrf: csrf.0,
-                                      body: "<h1>\(HTML.escape(record.title))</h1><p>\(state)</p>"), csrf: csrf)
+            if record.endedAt != nil {
+                return web.html(HTML.page(title: record.title, user: user?.name, csrf: csrf.0,
+                                          body: "<h1>\(HTML.escape(record.title))</h1><p>This broadcast has ended.</p>"), csrf: csrf)
+            }
+            // Created, not live yet (its link is out before its first picture): the page waits and plays it then.
+            let body = """
+            <div id="waiting" data-id="\(HTML.escape(record.id))"><h1>\(HTML.escape(record.title))</h1>
+            <p id="status">This broadcast has not started yet. It plays here as soon as it does.</p></div>
+            <script src="/static/waiting.js"></script>
+            """
+            return web.html(HTML.page(title: record.title, user: user?.name, csrf: csrf.0, body: body), csrf: csrf)
         }
         let record = broadcast.record
         let comments = broadcast.comments.map { "<li><b>\(HTML.escape($0.user))</b>\(HTML.escape($0.text))</li>" }.joined()
