@@ -172,9 +172,11 @@ public final class StreamPipeline: Sendable {
         }
     }
 
-    /// The computer's sound (0) and the microphone (1), waited for up to a quarter second.
-    private static func makeMixer() -> AudioMixer {
-        AudioMixer(sourceCount: 2, blockSize: 1024, maximumWait: 12_000)
+    /// The computer's sound (0) and the microphone (1), waited for up to a quarter second once they
+    /// send; one that has sent nothing (the microphone is off) only 50 ms, so that the sound, and the
+    /// pictures the muxer interleaves with it, are not a quarter second late for a source that never comes.
+    static func makeMixer() -> AudioMixer {
+        AudioMixer(sourceCount: 2, blockSize: 1024, maximumWait: 12_000, firstDataWait: 2_400)
     }
 
     private func drainAudio(_ state: inout State, now: Int64) {

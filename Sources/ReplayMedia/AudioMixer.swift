@@ -32,13 +32,14 @@ package struct AudioMixer: Sendable {
     package private(set) var perSourceCounters: [Counters]
 
     /// How far past a block's end a source that has delivered nothing yet is waited for: a sound
-    /// server can take seconds to send a new stream's first samples.
+    /// server can take seconds to send a new stream's first samples (a recording waits); a live
+    /// stream whose microphone is off does not wait for it at all (a short wait).
     package let firstDataWait: Int
 
     package init(sourceCount: Int, blockSize: Int, maximumWait: Int, firstDataWait: Int? = nil) {
         self.blockSize = blockSize
         self.maximumWait = maximumWait
-        self.firstDataWait = max(maximumWait, firstDataWait ?? maximumWait)
+        self.firstDataWait = firstDataWait ?? maximumWait
         self.sources = Array(repeating: Source(), count: sourceCount)
         self.perSourceCounters = Array(repeating: Counters(), count: sourceCount)
     }
@@ -86,9 +87,20 @@ package struct AudioMixer: Sendable {
     /// source has reached its end or `now` (the live position) is `maximumWait` past it.
     package mutating func nextBlock(now: Int64) -> (position: Int64, sources: [[Float]])? {
         let blockEnd = cursor + Int64(blockSize)
-        let allThere = sources.allSatisfy { ($0.end ?? Int64.min) >= blockEnd }
-        let wait = sources.contains { $0.start == nil } ? max(firstDataWait, maximumWait) : maximumWait
-        guard allThere || now >= blockEnd + Int64(wait) else { return nil }
+        let unstarted = sources.contains { $0.start == nil }
+        // Every source that has delivered reaches the block's end: only those that never did may be missing.
+        let startedThere = sources.allSatisfy { $0.start == nil || ($0.end ?? Int64.min) >= blockEnd }
+        let ready: Bool
+        if !unstarted && startedThere {
+            ready = true
+        } else if startedThere {
+            // Only sources that have sent nothing yet are missing (a microphone that is off for a
+            // live stream, a sound server slow to start a new stream): waited for `firstDataWait`.
+            ready = now >= blockEnd + Int64(firstDataWait)
+        } else {
+            ready = now >= blockEnd + Int64(unstarted ? max(firstDataWait, maximumWait) : maximumWait)
+        }
+        guard ready else { return nil }
         var blocks: [[Float]] = []
         blocks.reserveCapacity(sources.count)
         for index in sources.indices {

@@ -29,6 +29,25 @@ import Testing
         #expect(mixer.counters.discarded == 4)
     }
 
+    /// A live stream's mixer (`firstDataWait` below `maximumWait`): a source that never sent (a
+    /// microphone that is off) holds the others back only `firstDataWait`; once it sends, it is
+    /// waited for as long as any, and one that sent but lags is waited for `maximumWait`.
+    @Test func aSourceThatNeverSentHoldsTheOthersOnlyItsShortWait() {
+        var mixer = AudioMixer(sourceCount: 2, blockSize: 4, maximumWait: 100, firstDataWait: 2)
+        mixer.append(source: 0, position: 0, samples: stereo(1, count: 12))
+        #expect(mixer.nextBlock(now: 5) == nil)
+        #expect(mixer.nextBlock(now: 6)?.sources[0] == stereo(1, count: 4), "cut at the block's end + 2, not + 100")
+        mixer.append(source: 1, position: 4, samples: stereo(0.5, count: 4))
+        #expect(mixer.nextBlock(now: 10)?.sources[1] == stereo(0.5, count: 4))
+        // Source 1 has sent now: it is waited for up to maximumWait, as in a recording.
+        #expect(mixer.nextBlock(now: 50) == nil)
+        #expect(mixer.nextBlock(now: 112)?.sources[1] == stereo(0, count: 4))
+        // With no source sent at all, silence goes out after the short wait.
+        var silent = AudioMixer(sourceCount: 2, blockSize: 4, maximumWait: 100, firstDataWait: 2)
+        #expect(silent.nextBlock(now: 5) == nil)
+        #expect(silent.nextBlock(now: 6)?.sources == [stereo(0, count: 4), stereo(0, count: 4)])
+    }
+
     @Test func gapsBecomeSilenceAndOverlapsAreTrimmed() {
         var mixer = AudioMixer(sourceCount: 1, blockSize: 4, maximumWait: 0)
         mixer.append(source: 0, position: 0, samples: stereo(1, count: 2))
