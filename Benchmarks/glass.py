@@ -216,6 +216,7 @@ def main():
         page.call("Page.addScriptToEvaluateOnNewDocument", source=FIRST_PICTURE)
         p, start, out = broadcast(env, http, f"glass{run}")
         url = page_url(p, out)
+        url_after = int((time.time() - start) * 1000)
         page.call("Page.navigate", url=url)
         bid = url.rstrip("/").split("/")[-1]
         live = wait_for(lambda: b'"live":true' in (http_get(f"http://127.0.0.1:{http}/api/v1/broadcasts/{bid}") or b"")
@@ -228,7 +229,7 @@ def main():
             raise RuntimeError(f"the viewer page showed no picture in 30 s: {state}")
         starts_live.append(int((live - start) * 1000))
         starts_playing.append(int(first - start * 1000))
-        log(f"run {run}: URL after {int((time.time() - start) * 1000)} ms; live {starts_live[-1]} ms, playing {starts_playing[-1]} ms")
+        log(f"run {run}: URL after {url_after} ms; live {starts_live[-1]} ms, playing {starts_playing[-1]} ms")
         if run == RUNS:
             # The last run stays on for glass-to-glass: latency.js reads the clock from every picture shown.
             page.evaluate(open(os.path.join(HERE, "service", "latency.js")).read())

@@ -1,5 +1,5 @@
 // The page of a broadcast that has not started yet (its link is shared as soon as the broadcast is
-// created, before its first picture reaches the service): asks the service twice a second and loads
+// created, before its first picture reaches the service): asks the service ten times a second and loads
 // the player as soon as the broadcast is live; says so if it ends without having started.
 (() => {
   const waiting = document.getElementById("waiting");
@@ -17,8 +17,9 @@
         if (broadcast.endedAt) { status.textContent = "This broadcast has ended."; return; }
       }
     } catch (e) { /* the service is unreachable for a moment: ask again */ }
-    // Twice a second for the first minute, then every 5 s.
-    setTimeout(check, tries < 120 ? 500 : 5000);
+    // Ten times a second for the first half minute (a broadcast goes live within a second or two of
+    // its address), then every 5 s.
+    setTimeout(check, tries < 300 ? 100 : 5000);
   }
   check();
 })();
