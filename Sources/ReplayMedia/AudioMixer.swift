@@ -55,7 +55,15 @@ package struct AudioMixer: Sendable {
             input.removeFirst(skip * Self.channels)
             position += Int64(skip)
         }
-        guard !input.isEmpty else { return }
+        guard !input.isEmpty else {
+            // A source whose first samples all came too late has still started: from now on it is
+            // waited for as one that sends (`maximumWait`), not cut past as one that never does.
+            if sources[index].start == nil, position > 0 {
+                sources[index].start = cursor
+                sources[index].samples = []
+            }
+            return
+        }
         // The source is changed where it lies (`sources[index].…`), never through a copy: a copy
         // shares the samples' storage, so each append and each cut would allocate and copy all the
         // samples waiting, a hundred times a second.

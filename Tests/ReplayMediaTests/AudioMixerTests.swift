@@ -48,6 +48,20 @@ import Testing
         #expect(silent.nextBlock(now: 6)?.sources == [stereo(0, count: 4), stereo(0, count: 4)])
     }
 
+    /// Under load a source's first samples may come after the short wait cut past them: they are
+    /// discarded (counted), and the source counts as started from then on, so that its next samples
+    /// are waited for instead of being cut past, and discarded, for good.
+    @Test func aSourceWhoseFirstSamplesCameTooLateIsWaitedForAfterwards() {
+        var mixer = AudioMixer(sourceCount: 1, blockSize: 4, maximumWait: 100, firstDataWait: 0)
+        #expect(mixer.nextBlock(now: 4) != nil, "silence: nothing has been sent")
+        #expect(mixer.nextBlock(now: 8) != nil)
+        mixer.append(source: 0, position: 2, samples: stereo(1, count: 4))      // all before the cursor (8)
+        #expect(mixer.counters.discarded == 4)
+        #expect(mixer.nextBlock(now: 20) == nil, "waited for now: it has started")
+        mixer.append(source: 0, position: 8, samples: stereo(1, count: 4))
+        #expect(mixer.nextBlock(now: 20)?.sources[0] == stereo(1, count: 4))
+    }
+
     @Test func gapsBecomeSilenceAndOverlapsAreTrimmed() {
         var mixer = AudioMixer(sourceCount: 1, blockSize: 4, maximumWait: 0)
         mixer.append(source: 0, position: 0, samples: stereo(1, count: 2))
