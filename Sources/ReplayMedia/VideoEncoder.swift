@@ -261,6 +261,9 @@ package final class VideoEncoder: @unchecked Sendable {
         }
         var status: Int32
         if let frame {
+            guard frame.layout == .i420 else {
+                throw MediaError(.encoderFailed, "the \(name) encoder takes I420 pictures; NV12 goes to libx264 through its own API only")
+            }
             let input = try prepareInput(frame)
             input.pointee.pts = pts
             input.pointee.pict_type = pictureType(for: frame)
