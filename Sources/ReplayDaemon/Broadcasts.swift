@@ -383,7 +383,7 @@ extension RecordingSessions {
     /// data), not the clean pages of shared libraries every program maps, nor the frame ring (shared
     /// memory, replayd's; see `ownDirtyKilobytes`). `RssAnon` of `/proc/PID/status` where smaps is missing.
     static func residentMegabytes(of pid: Int32) -> Double? {
-        if let smaps = try? String(contentsOfFile: "/proc/\(pid)/smaps", encoding: .utf8), let kilobytes = ownDirtyKilobytes(smaps: smaps) {
+        if let smaps = readProcFile("/proc/\(pid)/smaps"), let kilobytes = ownDirtyKilobytes(smaps: smaps) {
             return Double(kilobytes) / 1024
         }
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
@@ -391,6 +391,25 @@ extension RecordingSessions {
             return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }.map { Double($0) / 1024 }
         }
         return nil
+    }
+
+    /// The whole text of a file of /proc, read to its end: they say their size is 0, and Foundation's
+    /// `String(contentsOfFile:)` gave only the start of a large one (smaps), which hid an extension's 200 MB.
+    static func readProcFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            bytes += chunk[0..<count]
+        }
     }
 
     /// The sum of `Private_Dirty` over the mappings of `smaps` (the text of `/proc/PID/smaps`) but

@@ -1,4 +1,5 @@
 import Testing
+import Glibc
 @testable import ReplayDaemon
 
 /// replayd's measure of an extension's memory (its limit, `--extension-memory-mb`): its own dirtied
@@ -91,6 +92,18 @@ VmFlags: rd wr mr mw me ac
 
     @Test func theRingsNameIsTheOneRecordingSessionsGivesIt() {
         #expect(Self.smaps.contains("/memfd:\(RecordingSessions.ringName)-:240"))
+    }
+
+    /// This test process's own figure, read whole from /proc (its smaps runs to hundreds of
+    /// kilobytes): it grows by what the test holds, 64 MB written.
+    @Test func measuresAProcessFromItsWholeSmaps() throws {
+        let pid = getpid()
+        let smaps = try #require(RecordingSessions.readProcFile("/proc/\(pid)/smaps"))
+        #expect(smaps.hasSuffix("\n") && smaps.contains("[stack]"), "the whole file, up to its last mapping")
+        let before = try #require(RecordingSessions.residentMegabytes(of: pid))
+        let held = [UInt8](repeating: 1, count: 64 << 20)
+        let after = try #require(RecordingSessions.residentMegabytes(of: pid))
+        #expect(after - before >= 60, "\(before) MB, then \(after) MB holding \(held.count >> 20) MB")
     }
 
     @Test func isNilForTextWithoutTheField() {
