@@ -225,7 +225,7 @@ let package = Package(
                                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],
                 swiftSettings: swiftSettings),
 
-        .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "ReplayMediaTests", dependencies: ["ReplayMedia", "ReplayTesting", "CYUV"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayCaptureTests", dependencies: ["ReplayCapture"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayEngineTests", dependencies: ["ReplayEngine", "ReplayCapture", "ReplayMedia", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "ReplayIPCTests", dependencies: ["ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),

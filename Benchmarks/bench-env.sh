@@ -48,3 +48,30 @@ bench_replayd() {
   PIDS+=($REPLAYD)
   for _ in $(seq 100); do [ -S "$XDG_RUNTIME_DIR/openreplaykit/replayd.sock" ] && break; sleep 0.1; done
 }
+
+# bench_nginx: nginx with the RTMP module on a free loopback port (as the tests' NginxRTMPServer),
+# waited for; INGEST is its rtmp://127.0.0.1:PORT/live.
+bench_nginx() {
+  local port
+  mkdir -p "$WORK/nginx/logs" "$WORK/nginx/temp"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  cat >"$WORK/nginx/nginx.conf" <<CONF
+load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;
+daemon off;
+user root;
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log info;
+events { worker_connections 64; }
+rtmp { server { listen 127.0.0.1:$port; chunk_size 4096; application live { live on; record off; } } }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx/temp/body; proxy_temp_path $WORK/nginx/temp/proxy;
+    fastcgi_temp_path $WORK/nginx/temp/fastcgi; uwsgi_temp_path $WORK/nginx/temp/uwsgi; scgi_temp_path $WORK/nginx/temp/scgi;
+}
+CONF
+  nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" >"$WORK/nginx/stderr" 2>&1 &
+  PIDS+=($!)
+  INGEST="rtmp://127.0.0.1:$port/live"
+  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+}

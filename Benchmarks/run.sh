@@ -13,7 +13,7 @@
 #   BENCH_BROADCAST 0 skips issue 16's broadcast figures (Benchmarks/broadcast.sh: start -> first frame
 #                   at the ingest, the upload extension's memory, replayd + extension CPU beside ffmpeg)
 #   BENCH_EXTENSION 0 skips issue 16's upload-extension figures (Benchmarks/extension.sh: broadcast start
-#                   → live at the ingest, the reference extension's memory at 1080p30)
+#                   → live at the ingest, both shipped extensions' memory at 1080p30)
 #   BENCH_GLASS     0 skips issue 16's viewer figures (Benchmarks/glass.py: broadcast start -> playing in
 #                   headless Chromium, glass-to-glass through the reference extension and the service)
 #   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
@@ -132,8 +132,8 @@ echo "== OpenReplayKit benchmarks: ${SIZE}@${FPS}, ${SECONDS_EACH} s each, displ
 if [ "${BENCH_APP:-1}" != 0 ]; then
   ORK_BIN_DIR="$BIN" bash "$HERE/app.sh"
 fi
-# Issue 16's upload extension: a system broadcast through the reference-service extension to a real
-# broadcast-service (start → live at the ingest, the extension's memory at 1080p30).
+# Issue 16's upload extensions: system broadcasts through the reference-service extension to a real
+# broadcast-service and through the RTMP extension to nginx-rtmp (start → live, each one's memory at 1080p30).
 if [ "${BENCH_EXTENSION:-1}" != 0 ]; then
   ORK_BIN_DIR="$BIN" bash "$HERE/extension.sh"
 fi

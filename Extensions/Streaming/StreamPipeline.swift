@@ -18,6 +18,9 @@ import Glibc
 /// once a second a live ingest needs), so that the stream stays alive and the encoder's held-back
 /// pictures come out soon. The encoder opens with the first picture's size.
 ///
+/// One copy of the picture is held (`State.picture`, NV12 as the ring gives it and as libx264 takes
+/// it): the keep-alive repeats and the first picture after `connect(to:)` are encoded from it.
+///
 /// Encoders, mixer and stream are behind one lock: the handler's queue and the keep-alive thread use it.
 ///
 /// The stream is a `ReconnectingStream`: encoding never waits for the network, and after a cut it
@@ -108,7 +111,7 @@ public final class StreamPipeline: Sendable {
     }
 
     /// One sample from `RPBroadcastSampleHandler.processSampleBuffer(_:with:)`: a picture is
-    /// converted (NV12 to the encoder's I420) before this returns, so the ring's slot is free again.
+    /// copied (NV12, as libx264 takes it) before this returns, so the ring's slot is free again.
     public func process(_ sampleBuffer: CMSampleBuffer, with sampleBufferType: RPSampleBufferType) {
         let time = CMSampleBufferGetPresentationTimeStamp(sampleBuffer)
         // Session-clock nanoseconds (timescale 1e9 from the SDK; any other scale converted without overflow).
@@ -140,7 +143,7 @@ public final class StreamPipeline: Sendable {
             if state.url == nil {
                 // Not connected yet: keep the last picture (our own copy), to send first.
                 if state.picture?.width != width || state.picture?.height != height {
-                    state.picture = VideoFrame(width: width, height: height)
+                    state.picture = Self.heldPicture(width: width, height: height)
                 }
             } else {
                 if state.origin == nil { state.origin = time }
@@ -151,10 +154,9 @@ public final class StreamPipeline: Sendable {
                 }
             }
             guard let picture = state.picture else { return }
-            let (y, u, v) = picture.planes
-            let (ys, us, vs) = picture.strides
-            _ = NV12ToI420(luma.assumingMemoryBound(to: UInt8.self), Int32(lumaStride), chroma.assumingMemoryBound(to: UInt8.self), Int32(chromaStride),
-                           y, Int32(ys), u, Int32(us), v, Int32(vs), Int32(picture.width), Int32(picture.height))
+            let (y, uv, ys, uvs) = picture.nv12Planes
+            _ = NV12Copy(luma.assumingMemoryBound(to: UInt8.self), Int32(lumaStride), chroma.assumingMemoryBound(to: UInt8.self), Int32(chromaStride),
+                         y, Int32(ys), uv, Int32(uvs), Int32(picture.width), Int32(picture.height))
             if state.url != nil { encodePicture(&state, at: time) }
         }
     }
@@ -264,6 +266,11 @@ public final class StreamPipeline: Sendable {
         }
     }
 
+    /// The picture the pipeline holds: the ring's NV12, which libx264 takes with a plain copy.
+    private static func heldPicture(width: Int, height: Int) -> VideoFrame {
+        VideoFrame(width: width, height: height, layout: .nv12)
+    }
+
     /// The encoder for `width`×`height`, with a bitrate ceiling for that size.
     private func makeEncoder(width: Int, height: Int) throws(MediaError) -> (VideoEncoder, BitrateController) {
         let bitrate = BitrateController(width: width, height: height, framesPerSecond: Int(Self.framesPerSecond))
@@ -299,7 +306,7 @@ public final class StreamPipeline: Sendable {
             state.outputs = outputs
             state.audioOutputs = audioOutputs
             if state.picture?.width != width || state.picture?.height != height {
-                state.picture = VideoFrame(width: width, height: height)
+                state.picture = Self.heldPicture(width: width, height: height)
             }
             // The sound track goes out from the start, silent while no sound comes (a muted
             // computer, no sound server): players wait for every declared track.
@@ -322,7 +329,7 @@ public final class StreamPipeline: Sendable {
             stream.replaceTrack(state.videoTrack, with: video.trackFormat(name: "video"))
             state.video = video
             state.bitrate = bitrate
-            state.picture = VideoFrame(width: width, height: height)
+            state.picture = Self.heldPicture(width: width, height: height)
             logger.info("the screen changed size", metadata: ["size": "\(width)x\(height)", "maxKbps": "\(bitrate.current)"])
             return true
         } catch {

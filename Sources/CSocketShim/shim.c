@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 
 _Static_assert(ORK_MAX_FDS * sizeof(int) <= 64, "the control buffer below holds ORK_MAX_FDS descriptors");
 
@@ -73,4 +74,8 @@ int ork_memfd_seal_size(int fd) {
 int ork_eventfd_create(void) {
     int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     return fd < 0 ? -errno : fd;
+}
+
+int ork_disable_transparent_huge_pages(void) {
+    return prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 ? 0 : -errno;
 }

@@ -88,6 +88,11 @@ open class RPBroadcastSampleHandler: NSObject {
 /// this program for, and exits when it is over (status 0; 1 when it could not attach).
 public func RPBroadcastExtensionMain(_ handlerType: RPBroadcastSampleHandler.Type) -> Never {
     signal(SIGPIPE, SIG_IGN)
+    // replayd's limit counts the pages the extension dirtied (Private_Dirty), where a transparent
+    // huge page counts whole, however little of it is written. libx264 asks for huge pages for all
+    // its big buffers, mostly empty ones too: at 1080p that cost the shipped extensions 6.5 MB
+    // (docs/BENCHMARKS.md, "Issue 16"). Without them the limit counts the memory in use.
+    TransparentHugePages.disable()
     let handler = handlerType.init()
     let host = BroadcastExtensionHost(handler: handler)
     BroadcastExtensionHost.current = host

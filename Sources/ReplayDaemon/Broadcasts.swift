@@ -379,20 +379,62 @@ extension RecordingSessions {
     }
 
     /// The extension's memory footprint in MB, as iOS counts it against an extension's limit: pages
-    /// it dirtied that are its own (`Private_Dirty` of `/proc/PID/smaps_rollup`: its heap, stacks,
-    /// written data), not the clean pages of shared libraries every program maps, nor the frame ring
-    /// (shared memory, replayd's). `RssAnon` of `/proc/PID/status` where smaps_rollup is missing.
+    /// it dirtied that are its own (`Private_Dirty` of `/proc/PID/smaps`: its heap, stacks, written
+    /// data), not the clean pages of shared libraries every program maps, nor the frame ring (shared
+    /// memory, replayd's; see `ownDirtyKilobytes`). `RssAnon` of `/proc/PID/status` where smaps is missing.
     static func residentMegabytes(of pid: Int32) -> Double? {
-        func kilobytes(in file: String, field: String) -> Int? {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
-            for line in text.split(separator: "\n") where line.hasPrefix(field) {
-                return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }
-            }
-            return nil
+        if let smaps = readProcFile("/proc/\(pid)/smaps"), let kilobytes = ownDirtyKilobytes(smaps: smaps) {
+            return Double(kilobytes) / 1024
         }
-        let value = kilobytes(in: "/proc/\(pid)/smaps_rollup", field: "Private_Dirty:") ?? kilobytes(in: "/proc/\(pid)/status", field: "RssAnon:")
-        return value.map { Double($0) / 1024 }
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") {
+            return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }.map { Double($0) / 1024 }
+        }
+        return nil
     }
+
+    /// The whole text of a file of /proc, read to its end: they say their size is 0, and Foundation's
+    /// `String(contentsOfFile:)` gave only the start of a large one (smaps), which hid an extension's 200 MB.
+    static func readProcFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            bytes += chunk[0..<count]
+        }
+    }
+
+    /// The sum of `Private_Dirty` over the mappings of `smaps` (the text of `/proc/PID/smaps`) but
+    /// the frame ring's (`/memfd:openreplaykit-ring…`): once replayd has unmapped its side at the
+    /// end of a broadcast, the extension is the ring's only user and its 17 MB (1080p) count as its
+    /// private pages until it exits, which took a 36 MB extension over the limit as it finished.
+    /// Nil when there is no such field (not an smaps text).
+    static func ownDirtyKilobytes(smaps: String) -> Int? {
+        var total: Int?
+        var inRing = false
+        for line in smaps.split(separator: "\n", omittingEmptySubsequences: true) {
+            let name = line.prefix { $0 != " " }
+            guard name.hasSuffix(":") else {
+                // A mapping's header: "start-end perms offset device inode [path]".
+                inRing = line.contains("/memfd:\(Self.ringName)")
+                continue
+            }
+            guard name == "Private_Dirty:", !inRing else { continue }
+            total = (total ?? 0) + (line.dropFirst(name.count).split(separator: " ").first.flatMap { Int($0) } ?? 0)
+        }
+        return total
+    }
+
+    /// The frame ring's memfd name (`RecordingSessions`: its display after it).
+    static let ringName = "openreplaykit-ring"
 
     private func focusChanged(to pid: Int32?, sessionID: String) {
         guard let pid, let host = broadcastHost, host.sessionID == sessionID, host.attached, !host.finishSent, host.annotatedPID != pid,

@@ -353,7 +353,7 @@ package actor RecordingSessions {
             return (engine, clip, nil)
         }
         if case .ring = output {
-            let ring = try RingTap(width: engine.width, height: engine.height, name: "openreplaykit-ring-\(options.display)", logger: logger)
+            let ring = try RingTap(width: engine.width, height: engine.height, name: "\(Self.ringName)-\(options.display)", logger: logger)
             do throws(EngineError) {
                 try engine.attach(tap: ring)
                 try engine.attach(audioTap: ring)

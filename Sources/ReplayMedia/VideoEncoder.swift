@@ -31,7 +31,8 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     /// For a live stream (a broadcast extension): libx264's `zerolatency` tune, no look-ahead, no
     /// B-frames, each picture split over the threads as slices: a picture leaves the encoder as soon
     /// as it is encoded, and the encoder holds one picture instead of eight (at 1080p about 40 MB less
-    /// memory, what keeps an upload extension under its limit), for somewhat larger pictures.
+    /// memory, what keeps an upload extension under its limit), for somewhat larger pictures. Above
+    /// 1280x720 also full-pixel motion search only (`subme=0`: no half-pixel planes, 14 MB less at 1080p).
     public var lowLatency = false
     /// A ceiling in kilobits a second (x264's VBV, over a second's buffer) on top of the constant
     /// rate factor, for a live stream whose link may be slower; nil: none. libx264 (`.x264`)
@@ -126,7 +127,13 @@ package final class VideoEncoder: @unchecked Sendable {
         // No weighted prediction (veryfast's weightp=1): its analysis of every picture cost 7% of a
         // still screen's picture, for the same size and SSIM on screen content, and a picture that
         // used it lost the map of unchanged macroblocks (libx264 takes the map only without weights).
-        let x264Parameters = settings.lowLatency ? "scenecut=0:weightp=0" : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0"
+        // Live above 720p: full-pixel motion search only (subme=0). libx264 then keeps no half-pixel
+        // planes beside each reference (three more luma planes a picture: 14 MB at 1080p, what brings
+        // an upload extension under its memory limit) and spends a third less CPU. At the same
+        // bitrate ceiling a desktop kept its SSIM and size; full motion lost 1.6 dB PSNR, not visible
+        // side by side (docs/BENCHMARKS.md, "Issue 16").
+        let liveParameters = "scenecut=0:weightp=0" + (settings.width * settings.height > Self.fullPixelSearchAbove ? ":subme=0" : "")
+        let x264Parameters = settings.lowLatency ? liveParameters : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0"
         if settings.backend == .x264 {
             let x264 = try X264Encoder(settings: settings, keyframeLimit: Int(context.pointee.gop_size),
                                        maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters)
@@ -213,6 +220,9 @@ package final class VideoEncoder: @unchecked Sendable {
         av_buffer_unref(&hardwareDevice)
     }
 
+    /// A live encoder (`lowLatency`) of more pixels than this (1280x720) searches motion in whole pixels only.
+    static let fullPixelSearchAbove = 1280 * 720
+
     /// A picture may become a B-frame only when at least this share of it changed. A B-frame pays
     /// where the whole picture moves (a video, a game); on a desktop most pictures change a little,
     /// and as B-frames they cost libx264 20-40% more for nothing, so those are forced to be P. The
@@ -251,6 +261,9 @@ package final class VideoEncoder: @unchecked Sendable {
         }
         var status: Int32
         if let frame {
+            guard frame.layout == .i420 else {
+                throw MediaError(.encoderFailed, "the \(name) encoder takes I420 pictures; NV12 goes to libx264 through its own API only")
+            }
             let input = try prepareInput(frame)
             input.pointee.pts = pts
             input.pointee.pict_type = pictureType(for: frame)

@@ -1,13 +1,23 @@
 import CFFmpeg
 import CYUV
 
-/// One I420 picture owned by an `AVFrame` (the `PixelBuffer` role), sized once and reused through
-/// `VideoFramePool`. Confined to one thread at a time: the capture thread fills it, hands it over
-/// through a queue, the encoder thread reads it and gives it back.
+/// One I420 (or NV12) picture owned by an `AVFrame` (the `PixelBuffer` role), sized once and reused
+/// through `VideoFramePool`. Confined to one thread at a time: the capture thread fills it, hands it
+/// over through a queue, the encoder thread reads it and gives it back.
 package final class VideoFrame: @unchecked Sendable {
+    /// How the picture lies in memory.
+    package enum Layout: Sendable {
+        /// Three planes (Y, U, V): what the capture converts the screen to, and what every encoder takes.
+        case i420
+        /// Two planes (Y, then U and V interleaved): the frame ring's pictures as an upload extension
+        /// gets them, and libx264's own layout, so that it takes them with a plain copy. Only libx264
+        /// through its own API (`VideoEncoderSettings.Backend.x264`) encodes them.
+        case nv12
+    }
     let frame: UnsafeMutablePointer<AVFrame>
     package let width: Int
     package let height: Int
+    package let layout: Layout
     /// Capture time on the monotonic clock, in nanoseconds.
     package var timestamp: Int64 = 0
     /// The frame tick it was captured at (its presentation time in 1/fps units).
@@ -21,15 +31,16 @@ package final class VideoFrame: @unchecked Sendable {
     /// The number of the capture's picture this one holds (`ChangeHistory`), nil when none.
     package var pictureNumber: Int64?
 
-    package init(width: Int, height: Int) {
+    package init(width: Int, height: Int, layout: Layout = .i420) {
         guard let frame = av_frame_alloc() else { fatalError("out of memory allocating a video frame") }
         frame.pointee.width = Int32(width)
         frame.pointee.height = Int32(height)
-        frame.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        frame.pointee.format = (layout == .i420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12).rawValue
         guard av_frame_get_buffer(frame, 64) >= 0 else { fatalError("out of memory allocating \(width)x\(height) picture") }
         self.frame = frame
         self.width = width
         self.height = height
+        self.layout = layout
         self.changedBlocks = ChangedMacroblocks(width: width, height: height)
     }
 
@@ -38,12 +49,20 @@ package final class VideoFrame: @unchecked Sendable {
         av_frame_free(&pointer)
     }
 
+    /// An I420 picture's planes.
     package var planes: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>) {
-        (frame.pointee.data.0!, frame.pointee.data.1!, frame.pointee.data.2!)
+        precondition(layout == .i420, "planes of an NV12 picture: use nv12Planes")
+        return (frame.pointee.data.0!, frame.pointee.data.1!, frame.pointee.data.2!)
     }
 
     package var strides: (y: Int, u: Int, v: Int) {
         (Int(frame.pointee.linesize.0), Int(frame.pointee.linesize.1), Int(frame.pointee.linesize.2))
+    }
+
+    /// An NV12 picture's planes (luma, interleaved chroma) and their bytes a row.
+    package var nv12Planes: (y: UnsafeMutablePointer<UInt8>, uv: UnsafeMutablePointer<UInt8>, yStride: Int, uvStride: Int) {
+        precondition(layout == .nv12, "nv12Planes of an I420 picture: use planes")
+        return (frame.pointee.data.0!, frame.pointee.data.1!, Int(frame.pointee.linesize.0), Int(frame.pointee.linesize.1))
     }
 
     /// Converts the part `columns` × `rows` of a BGRX/BGRA picture (widened to even edges, clipped
@@ -65,9 +84,9 @@ package final class VideoFrame: @unchecked Sendable {
     /// Copies the whole picture of `other` (same size) into this frame; or, given `blocks`, only
     /// those macroblocks (this frame holds `other`'s pixels elsewhere already).
     package func copy(from other: VideoFrame, blocks: ChangedMacroblocks? = nil) {
-        precondition(other.width == width && other.height == height)
+        precondition(other.width == width && other.height == height && other.layout == layout)
         av_frame_make_writable(frame)
-        if let blocks, !blocks.all {
+        if let blocks, !blocks.all, layout == .i420 {
             copyBlocks(blocks, from: other)
         } else {
             av_frame_copy(frame, other.frame)

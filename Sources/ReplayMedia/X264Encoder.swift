@@ -108,12 +108,22 @@ final class X264Encoder {
         var nals: UnsafeMutablePointer<x264_nal_t>?
         var count: Int32 = 0
         if let frame {
-            let (y, u, v) = frame.planes
-            let (ys, us, vs) = frame.strides
-            picture.img.i_csp = X264_CSP_I420
-            picture.img.i_plane = 3
-            picture.img.plane = (y, u, v, nil)
-            picture.img.i_stride = (Int32(ys), Int32(us), Int32(vs), 0)
+            switch frame.layout {
+            case .i420:
+                let (y, u, v) = frame.planes
+                let (ys, us, vs) = frame.strides
+                picture.img.i_csp = X264_CSP_I420
+                picture.img.i_plane = 3
+                picture.img.plane = (y, u, v, nil)
+                picture.img.i_stride = (Int32(ys), Int32(us), Int32(vs), 0)
+            case .nv12:
+                // libx264's own layout: copied as it is (I420 is interleaved on the way in).
+                let (y, uv, ys, uvs) = frame.nv12Planes
+                picture.img.i_csp = X264_CSP_NV12
+                picture.img.i_plane = 2
+                picture.img.plane = (y, uv, nil, nil)
+                picture.img.i_stride = (Int32(ys), Int32(uvs), 0, 0)
+            }
             picture.i_pts = pts
             picture.i_type = type
             picture.prop.mb_info = Self.unchangedMap(frame.changedBlocks)

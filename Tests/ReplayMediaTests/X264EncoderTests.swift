@@ -3,6 +3,7 @@ import Foundation
 import Logging
 @testable import ReplayMedia
 import ReplayTesting
+import CYUV
 
 /// libx264 through its own API (`X264Encoder`) against the same libx264 through libavcodec: the
 /// same stream, read back with ffprobe and decoded with ffmpeg; and the capture's map of
@@ -36,8 +37,8 @@ import ReplayTesting
     /// Encodes `pictures` (each with the macroblocks it says changed, nil: all of them), one a
     /// tick, into a new movie with `backend`; returns its path.
     private func encode(_ pictures: [(pixels: [UInt8], changed: [(x: Range<Int>, y: Range<Int>)]?)],
-                        backend: VideoEncoderSettings.Backend, in folder: URL) throws -> String {
-        let path = folder.appendingPathComponent("\(backend.rawValue).mp4").path
+                        backend: VideoEncoderSettings.Backend, layout: VideoFrame.Layout = .i420, in folder: URL) throws -> String {
+        let path = folder.appendingPathComponent("\(backend.rawValue)-\(layout).mp4").path
         var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
         settings.backend = backend
         let video = try VideoEncoder(settings: settings, logger: logger)
@@ -45,9 +46,17 @@ import ReplayTesting
         var track = TrackOutputs()
         track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
         try writer.start()
-        let frame = VideoFrame(width: width, height: height)
+        let converted = VideoFrame(width: width, height: height)
+        // NV12: the same I420 picture, its chroma interleaved (as the frame ring gives it).
+        let frame = layout == .i420 ? converted : VideoFrame(width: width, height: height, layout: .nv12)
         for (tick, picture) in pictures.enumerated() {
-            picture.pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            picture.pixels.withUnsafeBufferPointer { converted.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            if layout == .nv12 {
+                let (y, u, v) = converted.planes
+                let (ys, us, vs) = converted.strides
+                let (ny, nuv, nys, nuvs) = frame.nv12Planes
+                _ = I420ToNV12(y, Int32(ys), u, Int32(us), v, Int32(vs), ny, Int32(nys), nuv, Int32(nuvs), Int32(width), Int32(height))
+            }
             if let changed = picture.changed {
                 frame.changedBlocks.removeAll()
                 for area in changed { frame.changedBlocks.mark(x: area.x, y: area.y) }
@@ -100,6 +109,40 @@ import ReplayTesting
         #expect(square.g > 200 && square.r < 50 && square.b < 50, "the square is green, got \(square)")
     }
 
+    /// The frame ring's NV12, handed to libx264 as it is (what an upload extension does), makes
+    /// the stream the same picture in I420 makes: every decoded picture is the same, and the
+    /// pictures are the ones that went in.
+    @Test func nv12PicturesMakeTheStreamI420PicturesMake() async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let pictures: [([UInt8], [(x: Range<Int>, y: Range<Int>)]?)] = (0..<20).map {
+            (picture(squares: [(x: $0 * 8, y: 96, bgr: [0, 255, 0])]), nil)
+        }
+        let i420 = try encode(pictures, backend: .x264, in: folder)
+        let nv12 = try encode(pictures, backend: .x264, layout: .nv12, in: folder)
+
+        let whole = PixelRect(x: 0, y: 0, width: width, height: height)
+        let fromI420 = try await FrameDecoder.allFrames(in: i420, crop: whole)
+        let fromNV12 = try await FrameDecoder.allFrames(in: nv12, crop: whole)
+        #expect(fromNV12.count == 20 && fromI420.count == 20)
+        #expect(fromNV12.map(\.pixels) == fromI420.map(\.pixels), "NV12 and I420 input decode to the same pictures")
+        let last = try #require(fromNV12.last)
+        let square = last.pixel(x: 19 * 8 + 32, y: 128), left = last.pixel(x: 40, y: 20), right = last.pixel(x: 300, y: 220)
+        #expect(square.g > 200 && square.r < 50 && square.b < 50, "the square is green where it was, got \(square)")
+        #expect(left.r > 200 && left.g < 50 && left.b < 50, "left half is red, got \(left)")
+        #expect(right.b > 200 && right.r < 50 && right.g < 50, "right half is blue, got \(right)")
+    }
+
+    /// An NV12 picture goes to libx264 through its own API only: libavcodec's path says so.
+    @Test func libavcodecRefusesNV12Pictures() throws {
+        var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
+        settings.backend = .libavcodecX264
+        let video = try VideoEncoder(settings: settings, logger: logger)
+        #expect(throws: MediaError.self) {
+            try video.encode(VideoFrame(width: width, height: height, layout: .nv12), pts: 0, to: TrackOutputs())
+        }
+    }
+
     /// Two squares appear in the second picture; the map says only the first one's macroblocks
     /// changed. libx264 skips the others as unchanged, so the second square is not in the movie;
     /// through libavcodec (no map) both are. (The capture never says a changed block is unchanged:
@@ -147,6 +190,28 @@ import ReplayTesting
         #expect(live.reorder == 0, "no B-frames")
         let recorder = try held(lowLatency: false)
         #expect((recorder.first ?? 99) > 0, "the recorder's encoder holds pictures back: \(String(describing: recorder.first))")
+    }
+
+    /// A live encoder above 1280x720 searches motion in whole pixels (libx264 then keeps no
+    /// half-pixel planes of its reference: 14 MB less at 1080p); at 720p and below it refines to
+    /// quarter pixels as veryfast does; the recorder's always does.
+    @Test(arguments: [(1920, 1080, true, 0), (1280, 720, true, 2), (1920, 1080, false, 2)])
+    func liveEncoderSearchesWholePixelsAbove720p(width: Int, height: Int, lowLatency: Bool, subme: Int) throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("live.mp4").path
+        var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
+        settings.lowLatency = lowLatency
+        let video = try VideoEncoder(settings: settings, logger: logger)
+        let writer = try MovieWriter(path: path, logger: logger)
+        var track = TrackOutputs()
+        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
+        try writer.start()
+        try video.encode(VideoFrame(width: width, height: height), pts: 0, to: track)
+        try video.encode(nil, pts: 0, to: track)
+        try writer.finish()
+        let options = try x264Options(in: path)
+        #expect(options.split(separator: " ").contains("subme=\(subme)"), "\(width)x\(height) lowLatency \(lowLatency): \(options)")
     }
 
     @Test func marksTheMacroblocksAnAreaTouches() {

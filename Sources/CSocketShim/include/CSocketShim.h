@@ -1,7 +1,8 @@
 #ifndef CSOCKETSHIM_H
 #define CSOCKETSHIM_H
 // Socket glue Swift cannot express: ancillary data (CMSG_* macros) to pass file descriptors over a
-// Unix socket (SCM_RIGHTS), memfd_create, which glibc declares only under _GNU_SOURCE, and eventfd.
+// Unix socket (SCM_RIGHTS), memfd_create, which glibc declares only under _GNU_SOURCE, and eventfd;
+// and prctl, which is variadic.
 // Every name is `ork_`. Each call returns 0 or a positive count on success, -errno on failure.
 #include <stddef.h>
 #include <sys/types.h>
@@ -29,5 +30,9 @@ int ork_memfd_seal_size(int fd);
 /// An eventfd counter (close-on-exec, non-blocking): the frame ring's wake-up, handed over once with
 /// its memory. Returns the descriptor or -errno (glibc's <sys/eventfd.h> does not reach Swift).
 int ork_eventfd_create(void);
+
+/// No transparent huge pages for this process and the programs it starts, even where a library asks
+/// for them with madvise(MADV_HUGEPAGE) (prctl PR_SET_THP_DISABLE). 0 or -errno.
+int ork_disable_transparent_huge_pages(void);
 
 #endif
