@@ -29,11 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "service"))
 from minws import DevTools  # noqa: E402
+from waits import http_get, wait_for  # noqa: E402
 
 BIN = os.environ.get("ORK_BIN_DIR") or os.path.join(HERE, "..", ".build", "release")
 SIZE = os.environ.get("BENCH_GLASS_SIZE", "1920x1080")
@@ -72,24 +72,6 @@ def stop(p, sig=signal.SIGTERM, timeout=10):
             p.wait()
     if p in PROCS:
         PROCS.remove(p)
-
-
-def wait_for(predicate, timeout, what, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-def http_get(url, timeout=2):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.read()
-    except OSError:
-        return None
 
 
 def percentile(values, q):

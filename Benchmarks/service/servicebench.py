@@ -26,11 +26,11 @@ import tempfile
 
 from procstat import children_of, cpu_seconds
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from minws import DevTools  # noqa: E402
+from waits import http_get, wait_for  # noqa: E402
 
 BIN = os.environ.get("ORK_BIN_DIR") or os.path.join(HERE, "..", "..", ".build", "release")
 SERVICE = os.path.join(BIN, "broadcast-service")
@@ -96,24 +96,6 @@ def family(pid):
 def pin(pid, cpu):
     for p in family(pid):
         subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(p)], stdout=subprocess.DEVNULL, check=False)
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-def http_get(url, timeout=2):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.read()
-    except OSError:
-        return None
 
 
 # ---------------------------------------------------------------- the two servers
