@@ -562,11 +562,11 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             logger.error("the screen changed to \(full.width)x\(full.height) and its memory could not be shared; the recording keeps the old area")
             return
         }
+        canvas = newCanvas
+        scratch = newScratch
+        source = full
         if followsScreenSize {
             logger.notice("the screen changed to \(full.width)x\(full.height); the pictures follow (they were \(outputWidth)x\(outputHeight))")
-            canvas = newCanvas
-            scratch = newScratch
-            source = full
             outputWidth = full.width & ~1
             outputHeight = full.height & ~1
             current = VideoFrame(width: outputWidth, height: outputHeight)
@@ -576,9 +576,6 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             return
         }
         logger.notice("the screen changed to \(full.width)x\(full.height); the recording stays \(outputWidth)x\(outputHeight), the screen scaled to fit")
-        canvas = newCanvas
-        scratch = newScratch
-        source = full
         if scaled == nil {
             scaled = UnsafeMutablePointer<UInt8>.allocate(capacity: outputWidth * outputHeight * 4)
         }

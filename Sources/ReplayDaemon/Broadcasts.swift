@@ -386,7 +386,7 @@ extension RecordingSessions {
         if let smaps = readProcFile("/proc/\(pid)/smaps"), let kilobytes = ownDirtyKilobytes(smaps: smaps) {
             return Double(kilobytes) / 1024
         }
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        guard let text = readProcFile("/proc/\(pid)/status") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") {
             return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) }.map { Double($0) / 1024 }
         }

@@ -38,6 +38,11 @@ public final class TestEnvironment: Sendable {
     /// The test's own folder; everything below is removed at tear-down.
     public let directory: URL
     public let runtimeDirectory: URL
+
+    /// What replayd has logged so far (`openreplaykit/replayd.log` in the runtime folder), "" before it has.
+    public var replaydLog: String {
+        (try? String(contentsOf: runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"), encoding: .utf8)) ?? ""
+    }
     public let homeDirectory: URL
     /// A folder for recordings (also `XDG_VIDEOS_DIR`).
     public let outputDirectory: URL

@@ -19,7 +19,7 @@ extension SystemTests.AppSessionTests {
             defer { Task { await app.terminate() } }
             for _ in 0..<1200 where !app.currentOutput.contains("\"step\":\"broadcast-start\"") { try await Task.sleep(for: .milliseconds(50)) }
             let started = Self.lines(app.currentOutput).first { $0["step"] as? String == "broadcast-start" }
-            let log = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"), encoding: .utf8)) ?? ""
+            let log = environment.replaydLog
             try #require(started?["broadcasting"] as? Bool == true,
                          "app: \(app.currentOutput) \(app.currentError.suffix(1500)); replayd: \(replayd.currentError.suffix(3000)) \(log.suffix(3000))")
             try await SystemTests.BroadcastTests.waitFor("the app's first picture") {

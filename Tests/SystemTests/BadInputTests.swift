@@ -95,8 +95,7 @@ extension SystemTests {
                 #expect(recorded.succeeded, "\(recorded)")
                 let info = try await MediaProbe.probe(file)
                 #expect(info.videoStreams.first?.codecName == "h264", "\(info.videoStreams)")
-                let log = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"),
-                                       encoding: .utf8)) ?? ""
+                let log = environment.replaydLog
                 #expect(log.contains("no working VA-API render node: encoding with libx264"), "replayd logs the fallback: \(log.suffix(2000))")
             }
         }

@@ -201,8 +201,7 @@ extension SystemTests {
                 #expect(stop.succeeded, "\(stop)")
             } catch {
                 // A stop that does not come back (seen once in a loaded fresh-clone run): what replayd and the extension said.
-                let replaydLog = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"), encoding: .utf8)) ?? ""
-                Issue.record("\(error)\nreplayd's log: \(replaydLog.suffix(4000))\nthe extension's log: \(Self.extensionLog(environment).suffix(2000))")
+                Issue.record("\(error)\nreplayd's log: \(environment.replaydLog.suffix(4000))\nthe extension's log: \(Self.extensionLog(environment).suffix(2000))")
                 throw error
             }
             _ = try await broadcast.waitForExit(timeout: .seconds(20))

@@ -109,7 +109,7 @@ extension SystemWindowsTests {
                 do {
                     try await Self.waitFor("the second broadcast's end") { Self.events(in: folder).filter { $0 == "finished" }.count == 2 }
                 } catch {
-                    let log = (try? String(contentsOf: environment.runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"), encoding: .utf8)) ?? ""
+                    let log = environment.replaydLog
                     Issue.record("app: \(app.currentOutput)\n\(app.currentError.suffix(2000))\nevents: \(Self.events(in: folder))\nreplayd: \(log.suffix(4000))")
                     throw error
                 }
