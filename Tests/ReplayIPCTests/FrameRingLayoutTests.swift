@@ -86,6 +86,21 @@ struct FrameRingLayoutTests {
         #expect(widths == [16])
     }
 
+    /// The privacy of a handover (a first ring or a successor: an app's own pictures and sound): the
+    /// socket hands the ring to the process it was offered to and to no other. This process, not the
+    /// one named, connects and gets nothing; the offer still waits for its own process.
+    @Test func aRingGoesToTheProcessItWasOfferedToAndNoOther() throws {
+        let ring = try FrameRingWriter(layout: FrameRingLayout(width: 32, height: 16, slotCount: 2))
+        let path = "/tmp/ork-ring-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let handedOver = Mutex<Result<Void, ReplayError>?>(nil)
+        // Offered to pid 1 (init), never to this test process.
+        try RingHandover.offer(ring.descriptors, to: 1, at: path, keepAlive: ring) { result in handedOver.withLock { $0 = result } }
+        #expect(throws: ReplayError.self, "another process connecting gets no descriptors") {
+            _ = try RingHandover.receive(from: path)
+        }
+        #expect(handedOver.withLock { $0 } == nil, "nothing was handed over; the offer waits for its own process")
+    }
+
     /// A ring closed with a successor: the reader delivers what it holds, fetches the successor over
     /// its socket (offered to this process's pid) and reads on, sound included, in order; the counters
     /// add up both rings.
