@@ -134,6 +134,7 @@ let package = Package(
         // The reference service's extension: signs in, creates the broadcast, publishes, passes viewers' feedback back.
         .executableTarget(name: "replay-extension-reference",
                           dependencies: ["OpenReplayKit", "ExtensionStreaming",
+                                         .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "NIOCore", package: "swift-nio"),
                                          .product(name: "NIOPosix", package: "swift-nio"),
                                          .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -15,7 +15,9 @@ in headless Chromium, in one run:
 
 Knobs: BENCH_GLASS_SIZE (default 1920x1080), BENCH_GLASS_RUNS (start-up runs, default 3),
 BENCH_GLASS_SECONDS (latency window, default 20), BENCH_GLASS_MEMORY_MB (replayd's
---extension-memory-mb, default: replayd's own), BENCH_GLASS_VERBOSE=1.
+--extension-memory-mb, default: replayd's own), BENCH_GLASS_FRAGMENT_MS (broadcast-service's
+--fragment-ms, default: the service's own), BENCH_GLASS_VERBOSE=1 (replayd at debug level, every
+process's log line stamped with the wall clock in ms, and the work folder kept).
 Everything runs on 127.0.0.1 with free ports, its own display, sound server and replayd, in a
 temporary folder; every process it started is stopped at the end.
 """
@@ -28,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,8 +56,18 @@ def log(*a):
 
 def spawn(cmd, name, env=None, stdout=None):
     out = open(os.path.join(WORK, name + ".log"), "ab")
-    p = subprocess.Popen(cmd, stdout=stdout or out, stderr=out, stdin=subprocess.DEVNULL, env=env,
+    stamped = VERBOSE and stdout is None
+    p = subprocess.Popen(cmd, stdout=stdout or (subprocess.PIPE if stamped else out),
+                         stderr=subprocess.STDOUT if stamped else out, stdin=subprocess.DEVNULL, env=env,
                          start_new_session=True)
+    if stamped:
+        # Verbose: every line of the log gets the wall clock in milliseconds (the programs' own
+        # timestamps have whole seconds), to lay the processes' logs side by side.
+        def stamp():
+            for line in p.stdout:
+                out.write(b"%.3f " % time.time() + line)
+                out.flush()
+        threading.Thread(target=stamp, daemon=True).start()
     PROCS.append(p)
     return p
 
@@ -110,6 +123,8 @@ def desktop():
     replayd = [os.path.join(BIN, "replayd"), "--idle-exit", "0"]
     if MEMORY_MB:
         replayd += ["--extension-memory-mb", MEMORY_MB]
+    if VERBOSE:
+        replayd += ["--log-level", "debug"]
     spawn(replayd, "replayd", env=env)
     wait_for(lambda: os.path.exists(os.path.join(runtime, "openreplaykit", "replayd.sock")), 10, "replayd")
     return env
@@ -125,7 +140,8 @@ def service(env):
                    input=(PASSWORD + "\n").encode(), env=senv, check=True, stdout=subprocess.DEVNULL)
     ready = os.path.join(d, "stdout.log")
     spawn([os.path.join(BIN, "broadcast-service"), "--host", "127.0.0.1", "--port", "0", "--rtmp-port", "0",
-           "--database", db], "service", env=senv, stdout=open(ready, "ab"))
+           "--database", db] + (["--fragment-ms", os.environ["BENCH_GLASS_FRAGMENT_MS"]] if os.environ.get("BENCH_GLASS_FRAGMENT_MS") else []),
+          "service", env=senv, stdout=open(ready, "ab"))
     line = wait_for(lambda: next((l for l in open(ready).read().splitlines() if l.startswith("ready ")), None), 20,
                     "broadcast-service")
     return int(line.split("http=")[1].split()[0])
@@ -188,6 +204,11 @@ def main():
     content = spawn([os.path.join(BIN, "replay-testcontent"), "--clock-barcode"], "content", env=env)
     time.sleep(1)
     port, browser = chromium()
+    # A viewer's browser is already running: its own start-up (a renderer, a first page) is over
+    # before the clock starts, as it is for a person who opens the link.
+    warm = browser.call("Target.createTarget", url=f"http://127.0.0.1:{http}/", newWindow=True)["targetId"]
+    time.sleep(3)
+    browser.call("Target.closeTarget", targetId=warm)
     print(f"== Glass-to-glass through the reference-service extension (issue 16): {SIZE}@30, display {env['DISPLAY']}, "
           f"{RUNS} start-up runs, a {SECONDS:.0f} s latency window", flush=True)
     starts_live, starts_playing, samples, bad = [], [], [], 0
@@ -197,6 +218,7 @@ def main():
         page.call("Page.enable")
         page.call("Page.addScriptToEvaluateOnNewDocument", source=FIRST_PICTURE)
         p, start, out = broadcast(env, http, f"glass{run}")
+        log(f"run {run}: started at {start:.3f}")
         url = page_url(p, out)
         url_after = int((time.time() - start) * 1000)
         page.call("Page.navigate", url=url)

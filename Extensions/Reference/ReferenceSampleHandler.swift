@@ -10,7 +10,9 @@ import Glibc
 /// Broadcasts to the project's reference service (`broadcast-service`, docs/SERVICE-API.md).
 ///
 /// Setup info: `server` (http://HOST:PORT), `user` and `password` (signed in with
-/// `POST /api/v1/signin` for a stream key; or `key`, a stream key already made), `title`
+/// `POST /api/v1/signin` for a stream key, which is kept in the app group: the next broadcast to
+/// that account needs no password and does not wait for the sign-in, `KeptStreamKey`; or `key`, a
+/// stream key already made), `title`
 /// (`replay broadcast --title` gives it too). It creates the broadcast with the application in front
 /// (the last `broadcastAnnotated`, else "Desktop") and the title, gives the page URL back
 /// (`updateBroadcastURL`), and publishes over RTMP with the key through `StreamPipeline` (shared
@@ -73,7 +75,8 @@ struct ReferenceSetup: Sendable {
     var title: String
 
     enum Credentials: Sendable {
-        case account(user: String, password: String)
+        /// An account; without a password, the stream key kept from its last sign-in is used.
+        case account(user: String, password: String?)
         case streamKey(String)
     }
 
@@ -84,8 +87,8 @@ struct ReferenceSetup: Sendable {
         self.server = try ReferenceServer(server)
         if let key = info["key"], !key.isEmpty {
             credentials = .streamKey(key)
-        } else if let user = info["user"], !user.isEmpty, let password = info["password"], !password.isEmpty {
-            credentials = .account(user: user, password: password)
+        } else if let user = info["user"], !user.isEmpty {
+            credentials = .account(user: user, password: info["password"].flatMap { $0.isEmpty ? nil : $0 })
         } else {
             throw ReferenceServiceError(message: "Not signed in: give the account with --setup user=NAME --setup password=PASSWORD (or a stream key with --setup key=…).")
         }
@@ -130,13 +133,7 @@ final class ReferenceBroadcast: Sendable {
 
     func run() async {
         do throws(ReferenceServiceError) {
-            let key: String
-            switch setup.credentials {
-            case .streamKey(let given): key = given
-            case .account(let user, let password):
-                key = try await client.signIn(account: user, password: password, label: Self.keyLabel)
-            }
-            let broadcast = try await client.createBroadcast(key: key, title: setup.title, application: first)
+            let (key, broadcast) = try await signInAndCreate()
             logger.info("broadcast created", metadata: ["page": "\(broadcast.pageURL)"])
             if let page = URL(string: broadcast.pageURL) { handler.updateBroadcastURL(page) }
             pipeline.connect(to: (broadcast.rtmpURL.hasSuffix("/") ? broadcast.rtmpURL : broadcast.rtmpURL + "/") + key)
@@ -148,6 +145,42 @@ final class ReferenceBroadcast: Sendable {
         } catch {
             logger.error("\(error.message)")
             handler.finish(error.message)
+        }
+    }
+
+    /// The stream key (given, kept from the account's last sign-in, or from signing in now) and the
+    /// broadcast created with it. A kept key the service refuses (revoked on the account page) is
+    /// forgotten, and the account signs in again when a password was given.
+    private func signInAndCreate() async throws(ReferenceServiceError) -> (key: String, broadcast: CreatedBroadcast) {
+        let server = setup.server
+        switch setup.credentials {
+        case .streamKey(let key):
+            return (key, try await client.createBroadcast(key: key, title: setup.title, application: first))
+        case .account(let user, let password):
+            let keys = KeptStreamKeys()
+            if let kept = keys.key(server: server, user: user), password.map(kept.matches) ?? true {
+                do throws(ReferenceServiceError) {
+                    let broadcast = try await client.createBroadcast(key: kept.key, title: setup.title, application: first)
+                    logger.info("signed in with the stream key kept from the last sign-in", metadata: ["user": "\(user)"])
+                    return (kept.key, broadcast)
+                } catch where error.status == 401 || error.status == 403 {
+                    keys.keep(nil, server: server, user: user)
+                    guard password != nil else {
+                        throw ReferenceServiceError(message: "the stream key kept from the last sign-in as \(user) at \(server) was refused "
+                            + "(\(error.message)): sign in again with --setup password=PASSWORD.", status: error.status)
+                    }
+                    logger.notice("the kept stream key was refused (\(error.message)); signing in again")
+                }
+            }
+            guard let password else {
+                throw ReferenceServiceError(message: "Not signed in to \(server) as \(user): give --setup password=PASSWORD once "
+                    + "(the stream key it gives is kept for the next broadcasts).")
+            }
+            let key = try await client.signIn(account: user, password: password, label: Self.keyLabel)
+            if let problem = keys.keep(KeptStreamKey(key: key, password: password), server: server, user: user) {
+                logger.warning("the stream key is not kept for the next broadcast: \(problem)")
+            }
+            return (key, try await client.createBroadcast(key: key, title: setup.title, application: first))
         }
     }
 

@@ -55,6 +55,8 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     private let damageEvent: Int
     private let randrEvent: Int
     private var needsFullRead = true
+    /// The screen was damaged while `waitForChange` waited: `update` reads it.
+    private var pendingDamage = false
 
     private var cursorSerial: UInt32 = 0
     private var cursorPixels: [UInt32] = []
@@ -152,6 +154,23 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
         excludedWindows.withLock { $0.append(window) }
     }
 
+    /// Waits on the X connection: damage to the screen (or a change of the windows) wakes it, so
+    /// that a capture without an encoder's frame clock (a broadcast's, whose pictures go to a
+    /// frame ring) takes the picture when the screen is drawn instead of up to a frame later.
+    package func waitForChange(until deadline: Int64) -> Bool {
+        let descriptor = xcb_get_file_descriptor(x.connection)
+        while !x.hasFailed {
+            if takeEvents() { pendingDamage = true }
+            if pendingDamage || needsFullRead || census.isStale { return true }
+            let left = deadline - MonotonicClock.now()
+            guard left > 0 else { return false }
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            // Rounded up, so that a wait never ends before the deadline and spins.
+            if poll(&entry, 1, Int32((left + 999_999) / 1_000_000)) == 0 { return false }
+        }
+        return false
+    }
+
     /// Handles the events that arrived: damage, screen changes, the census's window events. True
     /// when something on the screen (not one of the census's redirected windows) was damaged.
     private func takeEvents() -> Bool {
@@ -177,7 +196,8 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
         current.changedFraction = 0
         let connection = x.connection
         guard !x.hasFailed else { throw CaptureError(.lost, "the connection to X display \(x.displayName) was lost: \(x.failure)") }
-        var damaged = takeEvents()
+        var damaged = takeEvents() || pendingDamage
+        pendingDamage = false
         let cursorMoved = refreshCursor()
         if !needsFullRead && !damaged && !census.isStale && !cursorMoved { return false }
         // From here to the last read the windows cannot change: what is left out and blanked is

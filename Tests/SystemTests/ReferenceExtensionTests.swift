@@ -152,6 +152,56 @@ extension SystemTests {
             }
         }
 
+        @Test("The stream key a sign-in gave is kept in the app group: the next broadcast needs no password and no sign-in; another password is still checked by the service",
+              .timeLimit(.minutes(3)))
+        func streamKeyKept() async throws {
+            let service = try await BroadcastServiceServer.start()
+            do {
+                try await service.createUser("streamer", password: "streamer-password-1")
+                try await TestEnvironment.with(TestEnvironment.Configuration(width: 320, height: 240)) { environment in
+                    let env: [String: String?] = ["XDG_DATA_HOME": environment.directory.appendingPathComponent("data").path]
+                    let server = "server=\(service.baseURL)"
+                    /// A broadcast with `setup` until its page URL is printed, then `replay stop`.
+                    func broadcastOnce(_ setup: [String]) async throws {
+                        let broadcast = try environment.startReplay(["broadcast", "--service", Self.serviceID] + setup.flatMap { ["--setup", $0] },
+                                                                    environment: env)
+                        try await BroadcastTests.waitFor("the page URL on stdout") {
+                            broadcast.currentOutput.contains(service.baseURL + "/b/") || !broadcast.isRunning
+                        }
+                        #expect(broadcast.currentOutput.contains(service.baseURL + "/b/"),
+                                "replay: \(broadcast.currentError) extension: \(Self.extensionLog(environment))")
+                        _ = try await environment.replay(["stop"], environment: env)
+                        let ended = try await broadcast.waitForExit(timeout: .seconds(20))
+                        #expect(ended.succeeded, "\(ended)")
+                    }
+                    func signIns() -> Int { service.log.components(separatedBy: "Stream key created by API sign-in").count - 1 }
+
+                    try await broadcastOnce([server, "user=streamer", "password=streamer-password-1"])
+                    #expect(signIns() == 1, "\(service.log.suffix(2000))")
+                    // No password: the kept key.
+                    try await broadcastOnce([server, "user=streamer"])
+                    // The same password again: the kept key too (no bcrypt on the service, no new key).
+                    try await broadcastOnce([server, "user=streamer", "password=streamer-password-1"])
+                    #expect(signIns() == 1, "the kept key was used, no new sign-in: \(service.log.suffix(2000))")
+                    #expect(Self.extensionLog(environment).contains("signed in with the stream key kept from the last sign-in"),
+                            "\(Self.extensionLog(environment))")
+                    // Another password is not taken on trust: the service refuses it.
+                    let wrong = try await environment.replay(["broadcast", "--service", Self.serviceID, "--setup", server, "--setup", "user=streamer",
+                                                              "--setup", "password=not-the-password"], environment: env, timeout: .seconds(60))
+                    #expect(!wrong.succeeded && wrong.stderr.contains("Wrong account or password."), "\(wrong)")
+                    // Another account with no password and nothing kept: said in words.
+                    let other = try await environment.replay(["broadcast", "--service", Self.serviceID, "--setup", server, "--setup", "user=somebody"],
+                                                             environment: env, timeout: .seconds(60))
+                    #expect(!other.succeeded && other.stderr.contains("Not signed in to \(service.baseURL) as somebody")
+                            && other.stderr.contains("--setup password="), "\(other)")
+                }
+            } catch {
+                await service.stop()
+                throw error
+            }
+            await service.stop()
+        }
+
         enum Refusal: String, CaseIterable, CustomTestStringConvertible, Sendable {
             case wrongPassword, unknownServer, noAccount
             var testDescription: String { rawValue }
