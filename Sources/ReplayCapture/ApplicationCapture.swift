@@ -50,10 +50,24 @@ extension FrameSource {
 /// that pixel is black. Protected windows (`_OPENREPLAYKIT_PROTECTED`) are black
 /// in their shape. Only what changed (DAMAGE on each window, or the window list) is composited and
 /// converted; a still application costs one event poll per tick.
+///
+/// RandR: when the screen changes size, a capture that `followsScreenSize` (an app's capture or
+/// broadcast, whose pictures go to a frame ring) takes the new size: a new canvas, all black, the
+/// application's windows composed on it again (also those the old size cut off), and a new `current`
+/// of the new size. Otherwise (an app's recording: a movie's track has one size) the canvas keeps its
+/// first size and the windows are cut to it, as they are to the screen.
+///
+/// After `init`, used only by the capture thread; `exclude(window:)` may be called from any thread.
 package final class ApplicationCapture: FrameSource, @unchecked Sendable {
-    package let outputWidth: Int
-    package let outputHeight: Int
-    package let current: VideoFrame
+    /// The picture's size: the screen's at the start, even; a capture that `followsScreenSize`
+    /// takes the screen's new size after a RandR change (capture thread).
+    package private(set) var outputWidth: Int
+    package private(set) var outputHeight: Int
+    /// The picture, up to date after each `update()` that returned true. A new picture, of the new
+    /// size, after the screen's size changed when the capture `followsScreenSize`.
+    package private(set) var current: VideoFrame
+    /// Whether a RandR change changes the picture's size (true) or leaves it, the windows cut to it (false).
+    package let followsScreenSize: Bool
 
     private let x: XConnection
     private let logger: Logger
@@ -61,11 +75,17 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     private let rootProcess: Int32
     private var members: Set<Int32> = []
     private var nonMembers: Set<Int32> = []
-    private let screenRect: PixelRect
+    /// The canvas's rectangle: the screen's at the start, and its new one after a RandR change when
+    /// following. Windows are composed where they meet it.
+    private var screenRect: PixelRect
     private var canvas: UnsafeMutablePointer<UInt32>   // what the recording shows
     private var next: UnsafeMutablePointer<UInt32>     // composed here, then compared with `canvas`
-    private let scratch: SharedImage
+    private var scratch: SharedImage                    // a window's pixels land here (up to the canvas's size)
     private let damageEvent: Int
+    private let randrEvent: Int
+    /// Set when `current` was replaced by a picture of a new size: the next `update` gives it even
+    /// when the application shows nothing.
+    private var pictureReplaced = false
     private var damages: [xcb_window_t: xcb_damage_damage_t] = [:]
     private var windowOfDamage: [xcb_damage_damage_t: xcb_window_t] = [:]
     /// Windows whose pixmap is not all their own yet: which of its pixels the window's client (or
@@ -84,8 +104,9 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     private var pendingDamage: Set<xcb_damage_damage_t> = []
     private var pendingChange = false
 
-    /// Opens `display` to capture the windows of `processID` and its descendants.
-    package init(display: String, processID: Int32, logger: Logger) throws(CaptureError) {
+    /// Opens `display` to capture the windows of `processID` and its descendants. With
+    /// `followsScreenSize`, the pictures take the screen's new size when it changes.
+    package init(display: String, processID: Int32, followsScreenSize: Bool = false, logger: Logger) throws(CaptureError) {
         let x: XConnection
         do { x = try XConnection(display: display) } catch { throw CaptureError(.unknownDisplay, error.message) }
         let connection = x.connection
@@ -106,6 +127,12 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
         free(xcb_damage_query_version_reply(connection, xcb_damage_query_version(connection, 1, 1), nil))
         free(xcb_composite_query_version_reply(connection, xcb_composite_query_version(connection, 0, 4), nil))
         free(xcb_xfixes_query_version_reply(connection, xcb_xfixes_query_version(connection, 4, 0), nil))
+        // Screen size changes (RandR): followed, or at least noticed (the canvas keeps its size).
+        let randrEvent = Int(ork_xcb_randr_first_event(connection))
+        if randrEvent >= 0 {
+            free(xcb_randr_query_version_reply(connection, xcb_randr_query_version(connection, 1, 5), nil))
+            xcb_randr_select_input(connection, x.root, UInt16(XCB_RANDR_NOTIFY_MASK_SCREEN_CHANGE.rawValue))
+        }
         let size = x.rootSize()
         let screen = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
         guard let scratch = SharedImage(owner: x, byteCount: screen.area * 4) else {
@@ -113,11 +140,13 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
         }
         self.x = x
         self.logger = logger
+        self.followsScreenSize = followsScreenSize
         self.rootProcess = processID
         self.census = WindowCensus(x: x)
         self.screenRect = screen
         self.scratch = scratch
         self.damageEvent = damageEvent
+        self.randrEvent = randrEvent
         self.damageRegion = xcb_generate_id(connection)
         xcb_xfixes_create_region(connection, damageRegion, 0, nil)
         let canvas = UnsafeMutablePointer<UInt32>.allocate(capacity: screen.area)
@@ -183,7 +212,13 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
             }
         }
         needsCompose = false
-        guard let (rows, whole) = compose() else { return false }
+        guard let (rows, whole) = compose() else {
+            // Nothing of the application's differs from black, but a picture of the new size does.
+            guard pictureReplaced else { return false }
+            pictureReplaced = false
+            current.changedFraction = 1
+            return true
+        }
         let width = screenRect.width
         if whole {
             // Composed over half the screen: the new picture is `next`, as it is.
@@ -200,7 +235,8 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
             // The encoder is told which macroblocks changed (mb_info): these rows, the whole width.
             current.changedBlocks.mark(x: 0..<outputWidth, y: outputRows)
         }
-        current.changedFraction = Double(rows.count) / Double(max(1, screenRect.height))
+        current.changedFraction = pictureReplaced ? 1 : Double(rows.count) / Double(max(1, screenRect.height))
+        pictureReplaced = false
         return true
     }
 
@@ -229,6 +265,9 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
             if type == damageEvent + Int(XCB_DAMAGE_NOTIFY) {
                 let damage = UnsafeMutableRawPointer(event).assumingMemoryBound(to: xcb_damage_notify_event_t.self).pointee.damage
                 notified.insert(damage)
+                changed = true
+            } else if randrEvent >= 0, type == randrEvent + Int(XCB_RANDR_SCREEN_CHANGE_NOTIFY) {
+                screenChanged()
                 changed = true
             } else if census.note(event) {
                 changed = true
@@ -279,6 +318,45 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
             untrusted[window] = nil
             sizes[window] = nil
         }
+    }
+
+    // MARK: Size changes (RandR)
+
+    /// The screen changed size. Following, the canvas takes the new size: new buffers, all black
+    /// (nothing of the old picture is kept, so nothing but what is composed next can show), and the
+    /// application's windows composed on them again, where they meet the new screen. Not following,
+    /// the canvas stays as it is (the windows are cut to it as before).
+    private func screenChanged() {
+        let size = x.rootSize()
+        let full = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
+        guard full.width != screenRect.width || full.height != screenRect.height else { return }
+        needsCompose = true
+        guard followsScreenSize else {
+            logger.notice("the screen changed to \(full.width)x\(full.height); the application's pictures stay \(outputWidth)x\(outputHeight), its windows cut to them")
+            return
+        }
+        guard full.width >= 2, full.height >= 2, let newScratch = SharedImage(owner: x, byteCount: full.area * 4) else {
+            logger.error("the screen changed to \(full.width)x\(full.height) and its memory could not be shared; the application's pictures keep \(outputWidth)x\(outputHeight)")
+            return
+        }
+        logger.notice("the screen changed to \(full.width)x\(full.height); the application's pictures follow (they were \(outputWidth)x\(outputHeight))")
+        scratch = newScratch
+        canvas.deallocate()
+        next.deallocate()
+        canvas = UnsafeMutablePointer<UInt32>.allocate(capacity: full.area)
+        canvas.initialize(repeating: 0xff00_0000, count: full.area)
+        next = UnsafeMutablePointer<UInt32>.allocate(capacity: full.area)
+        next.initialize(repeating: 0xff00_0000, count: full.area)
+        canvasExtent = PixelRect(x: 0, y: 0, width: 0, height: 0)
+        nextExtent = canvasExtent
+        screenRect = full
+        outputWidth = full.width & ~1
+        outputHeight = full.height & ~1
+        current = VideoFrame(width: outputWidth, height: outputHeight)
+        current.convert(fromBGRA: UnsafeRawPointer(canvas).assumingMemoryBound(to: UInt8.self), stride: full.width * 4,
+                        rows: 0..<outputHeight)
+        current.changedBlocks.markAll()
+        pictureReplaced = true
     }
 
     /// Adds the damage just fetched into `damageRegion` to `window`'s clean pixels.

@@ -328,17 +328,23 @@ package actor RecordingSessions {
 
     // MARK: internals
 
+    /// `configuration` as the engine takes it for `output`. A frame ring's pictures may change size
+    /// (its reader follows): when the resolution changes, a broadcast's screen is not scaled into its
+    /// first size, and an app's capture or broadcast takes the new size (its windows beyond the old
+    /// one included). A file or a clip has one size.
+    static func engineConfiguration(_ configuration: EngineConfiguration, for output: SessionOutput) -> EngineConfiguration {
+        var configuration = configuration
+        if case .ring = output { configuration.screenSizeChanges = .followed }
+        return configuration
+    }
+
     /// Opens the engine for `options`, then its output: the file (last: nothing is left on disk
     /// when anything before fails), the clip buffer or the frame ring, attached to the engine.
     private nonisolated static func prepare(_ options: RecordingOptions, configuration: EngineConfiguration, output: SessionOutput,
                                             logger: Logger) async throws(ReplayError) -> (RecordingEngine, ClipBuffer?, RingTap?) {
         let engine: RecordingEngine
-        var configuration = configuration
-        // A frame ring's pictures may change size (its reader follows): a broadcast's screen is not
-        // scaled into its first size when the resolution changes. A file or clip has one size.
-        if case .ring = output { configuration.screenSizeChanges = .followed }
         do throws(EngineError) {
-            engine = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
+            engine = try await RecordingEngine.prepare(configuration: Self.engineConfiguration(configuration, for: output), logger: logger)
         } catch {
             throw ReplayError(error)
         }

@@ -37,13 +37,16 @@ public struct EngineConfiguration: Sendable, Equatable {
     }
 }
 
-/// What a capture of the whole screen does when the screen's resolution changes while it runs.
+/// What a capture of the whole screen, or of one application's windows, does when the screen's
+/// resolution changes while it runs. (A region keeps its coordinates either way.)
 public enum ScreenSizeChanges: Sendable, Equatable {
-    /// The pictures keep their first size, the new screen scaled into it (letterboxed): a movie's
-    /// video track, or a stream's, has one size.
+    /// The pictures keep their first size: a movie's video track, or a stream's, has one size. The
+    /// whole screen's new picture is scaled into it (letterboxed); an application's windows are
+    /// composed on a canvas of the first size, cut to it, not scaled.
     case scaledToFit
-    /// The pictures take the screen's new size: for a capture with taps only (a broadcast's frame
-    /// ring, whose extension follows a new size); an engine with a destination refuses it.
+    /// The pictures take the screen's new size: for a capture with taps only (a frame ring, whose
+    /// reader follows a new size: a broadcast's extension, an app's own capture); an engine with a
+    /// destination refuses it.
     case followed
 }
 

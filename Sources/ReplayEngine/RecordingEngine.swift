@@ -55,12 +55,13 @@ public final class RecordingEngine: Sendable {
         var warnings: [String] = []
         // 1. The screen, or one application's windows.
         let capture: any FrameSource
+        let follows = configuration.screenSizeChanges == .followed
         do throws(CaptureError) {
             if case .application(let display, let scope) = configuration.video {
-                capture = try ApplicationCapture(display: display, processID: scope.processID, logger: logger)
+                capture = try ApplicationCapture(display: display, processID: scope.processID, followsScreenSize: follows, logger: logger)
             } else {
                 capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle,
-                                            followsScreenSize: configuration.screenSizeChanges == .followed, logger: logger)
+                                            followsScreenSize: follows, logger: logger)
             }
         } catch {
             switch error.kind {

@@ -9,12 +9,15 @@ import Synchronization
 /// has not yet taken every one) the picture is dropped whole and counted in the ring. Sound goes to
 /// the ring's audio chunks, tagged app or microphone. Never blocks the capture or audio thread.
 ///
-/// Pictures keep the size the capture gives them, which may change (a broadcast's capture follows the
-/// screen's resolution): a smaller one goes into a slot as it is, a larger one than the ring holds
-/// makes a larger ring, offered to the same process at a new socket (`RingHandover`, `SO_PEERCRED`),
+/// Pictures keep the size the capture gives them, which may change (a capture for a frame ring follows
+/// the screen's resolution: the whole screen's for a system broadcast, the canvas of an app's windows
+/// for its capture or broadcast): a smaller one goes into a slot as it is, a larger one than the ring
+/// holds makes a larger ring, offered to the same process at a new socket (`RingHandover`, `SO_PEERCRED`),
 /// whose path closes the old ring as its successor (`FrameRingWriter.close(successor:)`): the reader
 /// drains the old ring, fetches the new one and reads on. Sound written meanwhile waits for the switch
-/// (the audio thread writes under the same lock), so none is lost.
+/// (the audio thread writes under the same lock), so none is lost. When no larger ring can be made,
+/// pictures of that size are dropped (counted), the failure is logged once, and a ring is tried
+/// again at most once a second (`RingGrowthRetry`).
 ///
 /// `offer(to:at:finished:)` the ring to its reader once; `close()` when the session ends.
 package final class RingTap: FrameTap, AudioTap {
@@ -25,6 +28,8 @@ package final class RingTap: FrameTap, AudioTap {
         /// What the rings left behind counted.
         var retired = FrameRingCounters()
         var successors = 0
+        /// When a larger ring that could not be made is tried again, and which failures were logged.
+        var growth = RingGrowthRetry()
     }
 
     private struct Reader {
@@ -82,7 +87,7 @@ package final class RingTap: FrameTap, AudioTap {
         // The capture thread is the only one that replaces the writer: this one stays current.
         var writer = state.withLock { $0.writer }
         if picture.width > writer.layout.width || picture.height > writer.layout.height {
-            guard let larger = grow(toFit: picture) else {
+            guard let larger = grow(toFit: picture, at: time) else {
                 writer.dropFrame()
                 return
             }
@@ -96,9 +101,11 @@ package final class RingTap: FrameTap, AudioTap {
 
     /// A ring large enough for `picture` (and for the old capacity: a screen turned back fits),
     /// offered to the reader, named as the old ring's successor as that one closes. Nil (the picture
-    /// is dropped) when it cannot be made.
-    private func grow(toFit picture: VideoFrame) -> FrameRingWriter? {
+    /// is dropped) when it cannot be made, or when it could not be made a moment ago (`time`: the
+    /// picture's, on the engine's monotonic clock).
+    private func grow(toFit picture: VideoFrame, at time: Int64) -> FrameRingWriter? {
         state.withLock { state -> FrameRingWriter? in
+            guard state.growth.shouldTry(width: picture.width, height: picture.height, at: time) else { return nil }
             let old = state.writer
             let layout = FrameRingLayout(width: max(old.layout.width, picture.width), height: max(old.layout.height, picture.height),
                                          slotCount: old.layout.slotCount, audioChunkCount: old.layout.audioChunkCount,
@@ -117,9 +124,12 @@ package final class RingTap: FrameTap, AudioTap {
                     state.successors += 1
                 }
             } catch {
-                logger.error("a picture of \(picture.width)x\(picture.height) does not fit the frame ring (\(old.layout.width)x\(old.layout.height)) and no larger ring could be made: \(error.message); it is dropped")
+                if state.growth.failed(width: picture.width, height: picture.height, at: time) {
+                    logger.error("pictures of \(picture.width)x\(picture.height) do not fit the frame ring (\(old.layout.width)x\(old.layout.height)) and no larger ring could be made: \(error.message); they are dropped (counted) and a larger ring is tried again each second")
+                }
                 return nil
             }
+            state.growth.succeeded()
             state.retired = state.retired + old.counters
             state.writer = writer
             old.close(successor: successor)
@@ -205,5 +215,38 @@ package enum FullRangeNV12 {
                 }
             }
         }
+    }
+}
+
+/// When `RingTap` tries again to make a larger ring after making one failed (no memory, no descriptor
+/// left, a handover socket that cannot be made), and which failures it logs: with pictures coming 30
+/// times a second, neither a new ring (a memfd, its mapping, a socket) nor a log line for each. A size
+/// not tried yet is tried at once; after a failure, the same size again once `retryInterval` has
+/// passed. Each size's failure is logged once, until a ring is made.
+struct RingGrowthRetry: Sendable {
+    /// Nanoseconds between two tries of the same size.
+    static let retryInterval: Int64 = 1_000_000_000
+
+    private var lastFailure: (width: Int, height: Int, at: Int64)?
+    private var logged: [(width: Int, height: Int)] = []
+
+    /// Whether to try making a ring for a picture of `width` × `height` at `time` (monotonic ns).
+    func shouldTry(width: Int, height: Int, at time: Int64) -> Bool {
+        guard let lastFailure, lastFailure.width == width, lastFailure.height == height else { return true }
+        return time - lastFailure.at >= Self.retryInterval
+    }
+
+    /// Making the ring failed; true when this size's failure is to be logged (the first time).
+    mutating func failed(width: Int, height: Int, at time: Int64) -> Bool {
+        lastFailure = (width, height, time)
+        guard !logged.contains(where: { $0 == (width, height) }) else { return false }
+        logged.append((width, height))
+        return true
+    }
+
+    /// A ring was made: a later failure is news again.
+    mutating func succeeded() {
+        lastFailure = nil
+        logged = []
     }
 }

@@ -53,6 +53,21 @@ public enum FrameDecoder {
         }
     }
 
+    /// Every frame scaled to `width` × `height` whatever its size (a size change mid-stream
+    /// reconfigures the scale), in order. All frames are held in memory: keep the size small.
+    public static func allFrames(in file: String, scaledTo width: Int, _ height: Int) async throws -> [RGBImage] {
+        let result = try await ProcessRunner.run("ffmpeg", arguments: [
+            "-nostdin", "-v", "error", "-i", file, "-map", "0:v:0", "-vf", "scale=\(width):\(height)", "-fps_mode", "passthrough",
+            "-f", "rawvideo", "-pix_fmt", "rgb24", "-",
+        ], timeout: .seconds(180))
+        guard result.succeeded else { throw HarnessError("ffmpeg could not decode \(file): \(result.stderr)") }
+        let frameBytes = width * height * 3
+        let data = [UInt8](result.standardOutput)
+        return stride(from: 0, to: data.count - frameBytes + 1, by: frameBytes).map {
+            RGBImage(width: width, height: height, pixels: Array(data[$0..<($0 + frameBytes)]))
+        }
+    }
+
     private static func decodePPM(file: String, arguments: [String]) async throws -> [RGBImage] {
         let result = try await ProcessRunner.run("ffmpeg", arguments: ppmArguments(arguments), timeout: .seconds(120))
         guard result.succeeded else { throw HarnessError("ffmpeg could not decode \(file): \(result.stderr)") }

@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import Synchronization
+import Logging
 @testable import ReplayEngine
 @testable import ReplayMedia
 import ReplayIPC
@@ -102,7 +103,76 @@ struct RingTapResizeTests {
         #expect(throws: ReplayError.self) { try tap.offer(to: getpid(), at: path + ".again") { _ in } }
     }
 
+    /// A larger ring that cannot be made (here: its socket's path would be too long for a
+    /// `sockaddr_un`) drops those pictures, counted, and says so once, not once a picture.
+    @Test func aRingThatCannotGrowDropsThePicturesAndSaysSoOnce() async throws {
+        let lines = LogLines()
+        let logger = Logger(label: "test.ring.grow") { _ in lines }
+        let tap = try RingTap(width: 64, height: 32, slotCount: 4, name: "ring-nogrow-test", logger: logger)
+        // 107 bytes, the most a socket path may have: its successor's (`….1.sock`) is longer.
+        let start = "/tmp/ork-ringtap-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-"
+        let path = start + String(repeating: "x", count: 107 - start.utf8.count - 5) + ".sock"
+        #expect(path.utf8.count == 107)
+        try tap.offer(to: getpid(), at: path) { _ in }
+        let (memory, signal) = try await RingHandover.receiveOffThePool(from: path)
+        let reader = try FrameRingReader(memory: memory, signal: signal)
+        let larger = Self.picture(0, width: 128, height: 64)
+        for n in 0..<45 { tap.receive(larger, tick: Int64(n), time: Int64(n) * 33_333_333) }   // 1.5 s of pictures
+        #expect(tap.capacity == (64, 32), "no larger ring")
+        #expect(tap.counters.framesDropped == 45 && tap.counters.framesWritten == 0, "\(tap.counters)")
+        let errors = lines.messages.filter { $0.contains("do not fit the frame ring") }
+        #expect(errors.count == 1, "one line for the size, not one a picture: \(errors)")
+        // Pictures that fit still go into the ring.
+        tap.receive(Self.picture(1, width: 64, height: 32), tick: 45, time: 1_500_000_000)
+        #expect(tap.counters.framesWritten == 1)
+        tap.close()
+        #expect(reader.counters.framesWritten == 1, "the reader's ring is the first one")
+    }
+
+    @Test func aRingThatCouldNotBeMadeIsTriedAgainOnceASecond() {
+        var retry = RingGrowthRetry()
+        var logged: Bool
+        #expect(retry.shouldTry(width: 1280, height: 720, at: 0))
+        logged = retry.failed(width: 1280, height: 720, at: 0)
+        #expect(logged, "the first failure of a size is logged")
+        #expect(!retry.shouldTry(width: 1280, height: 720, at: 33_000_000), "not again at the next picture")
+        #expect(!retry.shouldTry(width: 1280, height: 720, at: 999_999_999))
+        #expect(retry.shouldTry(width: 1920, height: 1080, at: 40_000_000), "another size is tried at once")
+        #expect(retry.shouldTry(width: 1280, height: 720, at: 1_000_000_000), "the same size a second later")
+        logged = retry.failed(width: 1280, height: 720, at: 1_000_000_000)
+        #expect(!logged, "its failure is not logged again")
+        logged = retry.failed(width: 1920, height: 1080, at: 1_100_000_000)
+        #expect(logged, "another size's is, once")
+        logged = retry.failed(width: 1920, height: 1080, at: 2_100_000_000)
+        #expect(!logged)
+        retry.succeeded()
+        #expect(retry.shouldTry(width: 1920, height: 1080, at: 2_100_000_001))
+        logged = retry.failed(width: 1920, height: 1080, at: 2_200_000_000)
+        #expect(logged, "after a ring was made, a failure is news again")
+    }
+
     @Test func successorPathsSitBesideTheFirst() {
         #expect(RingTap.successorPath("/run/ork/ring-ext-12-ab.sock", number: 2) == "/run/ork/ring-ext-12-ab.2.sock")
+    }
+}
+
+/// Keeps every message logged to it (from any thread).
+final class LogLines: LogHandler, Sendable {
+    private let lines = Mutex<[String]>([])
+    var messages: [String] { lines.withLock { $0 } }
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+    func log(event: LogEvent) {
+        lines.withLock { $0.append(event.message.description) }
     }
 }

@@ -67,7 +67,7 @@ extension SystemTests {
                 // Every picture, scaled here to 320x180 (the sizes are ffprobe's), shows the part of the
                 // 1280x720 test content its size covers: the bars and the top band where they are on the
                 // screen, flashes aside.
-                let small = try await decodeScaled(file)
+                let small = try await FrameDecoder.allFrames(in: file, scaledTo: 320, 180)
                 let (smallWidth, smallHeight) = (320, 180)
                 #expect(small.count == sizes.count, "\(small.count) pictures decoded, \(sizes.count) probed")
                 let pattern = TestPattern(width: 1280, height: 720)
@@ -108,20 +108,6 @@ extension SystemTests {
                 if let first = times.first, let last = times.last {
                     #expect(last - first > 8, "sound from start to end: \(first)…\(last) s")
                 }
-            }
-        }
-
-        /// Every picture of `file`, scaled to 320x180 whatever its size (a size change reconfigures the scale).
-        private func decodeScaled(_ file: String) async throws -> [RGBImage] {
-            let result = try await ProcessRunner.run("ffmpeg", arguments: [
-                "-nostdin", "-v", "error", "-i", file, "-map", "0:v:0", "-vf", "scale=320:180", "-fps_mode", "passthrough",
-                "-f", "rawvideo", "-pix_fmt", "rgb24", "-",
-            ], timeout: .seconds(180))
-            guard result.succeeded else { throw HarnessError("ffmpeg could not decode \(file): \(result.stderr)") }
-            let frameBytes = 320 * 180 * 3
-            let data = [UInt8](result.standardOutput)
-            return stride(from: 0, to: data.count - frameBytes + 1, by: frameBytes).map {
-                RGBImage(width: 320, height: 180, pixels: Array(data[$0..<($0 + frameBytes)]))
             }
         }
     }

@@ -16,14 +16,15 @@ extension SystemTests {
         static let setupID = "org.openreplaykit.test.withsetup.setup"
         static let group = "org.openreplaykit.test"
 
-        /// Installs the seed's upload extension naming the test setup extension, and the setup
-        /// extension itself told to answer `order`: the two folders (upload, setup).
-        static func install(order: [String: Any], in dataHome: URL) throws -> (upload: URL, setup: URL) {
+        /// Installs the seed's upload extension (or the built program `upload`, such as the shipped
+        /// `replay-extension-rtmp`) naming the test setup extension, and the setup extension itself
+        /// told to answer `order`: the two folders (upload, setup).
+        static func install(order: [String: Any], in dataHome: URL, upload program: String = "replay-testextension") throws -> (upload: URL, setup: URL) {
             let extensions = dataHome.appendingPathComponent("openreplaykit/extensions")
             let upload = extensions.appendingPathComponent("\(uploadID).orkextension")
             let setup = extensions.appendingPathComponent("\(setupID).orkextension")
             for folder in [upload, setup] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
-            try FileManager.default.copyItem(atPath: try Binaries.path("replay-testextension"), toPath: upload.appendingPathComponent("upload").path)
+            try FileManager.default.copyItem(atPath: try Binaries.path(program), toPath: upload.appendingPathComponent("upload").path)
             try FileManager.default.copyItem(atPath: try Binaries.path("replay-testsetup"), toPath: setup.appendingPathComponent("setup").path)
             try Data(#"{"identifier": "\#(uploadID)", "displayName": "Seed Service", "kind": "broadcast-upload", "executable": "upload", "setupExtension": "\#(setupID)", "appGroup": "\#(group)"}"#.utf8)
                 .write(to: upload.appendingPathComponent("manifest.json"))
