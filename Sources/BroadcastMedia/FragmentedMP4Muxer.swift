@@ -150,15 +150,23 @@ final class FragmentedMP4Muxer {
         }
         lastPrediction = duration
         if let closed = try writeHeldVideo(next, duration: duration) { fragments.append(closed) }
-        if let start = pendingStart, dts + duration - start >= fragmentDuration {
+        if let start = pendingStart, spans(dts + duration - start, frame: duration) {
             fragments.append(try cut(endTime: dts + duration))
         }
         return fragments
     }
 
+    /// Whether a fragment of `span` ms is complete: within half a frame of `fragmentDuration`.
+    /// Frame durations in milliseconds round (33 and 34 ms at 30 fps, so three frames span 99 or
+    /// 100 ms): a strict comparison left two fragments of three open until the next frame came, 33 ms
+    /// more for each of their pictures at every viewer.
+    private func spans(_ span: Int64, frame: Int64) -> Bool {
+        span + frame / 2 >= fragmentDuration
+    }
+
     private func writeHeldVideo(_ held: HeldPacket, duration: Int64) throws(FFmpegError) -> MP4Fragment? {
         var closed: MP4Fragment? = nil
-        if pendingStart != nil, held.keyframe || (pendingStart.map { held.dts - $0 >= fragmentDuration } ?? false) {
+        if pendingStart != nil, held.keyframe || (pendingStart.map { spans(held.dts - $0, frame: duration) } ?? false) {
             closed = try cut(endTime: held.dts)
         }
         if pendingStart == nil { pendingStartsWithKeyframe = held.keyframe; pendingStart = held.dts }
