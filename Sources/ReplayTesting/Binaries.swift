@@ -45,3 +45,29 @@ public enum Binaries {
     /// The test "app" that drives the OpenReplayKit library.
     public static func testApp() throws -> String { try path("replay-testapp") }
 }
+
+extension Binaries {
+    /// Copies the executable at `source` to `destination` (mode 0755) through a descriptor no child
+    /// process inherits (`O_CLOEXEC`). `FileManager.copyItem`'s descriptor is inherited by any
+    /// process another thread forks meanwhile, and while such a child lives the copy cannot be
+    /// started: `ETXTBSY`, "Text file busy" (an installed test extension failed so once).
+    public static func copyExecutable(from source: String, to destination: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: source))
+        let descriptor = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o755)
+        guard descriptor >= 0 else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: destination, NSLocalizedDescriptionKey: "cannot create \(destination): \(String(cString: strerror(errno)))"])
+        }
+        defer { close(descriptor) }
+        var written = 0
+        try data.withUnsafeBytes { bytes in
+            while written < bytes.count {
+                let n = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else {
+                    throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: destination, NSLocalizedDescriptionKey: "cannot write \(destination): \(String(cString: strerror(errno)))"])
+                }
+                written += n
+            }
+        }
+    }
+}

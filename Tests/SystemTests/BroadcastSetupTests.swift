@@ -24,8 +24,8 @@ extension SystemTests {
             let upload = extensions.appendingPathComponent("\(uploadID).orkextension")
             let setup = extensions.appendingPathComponent("\(setupID).orkextension")
             for folder in [upload, setup] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
-            try FileManager.default.copyItem(atPath: try Binaries.path(program), toPath: upload.appendingPathComponent("upload").path)
-            try FileManager.default.copyItem(atPath: try Binaries.path("replay-testsetup"), toPath: setup.appendingPathComponent("setup").path)
+            try Binaries.copyExecutable(from: try Binaries.path(program), to: upload.appendingPathComponent("upload").path)
+            try Binaries.copyExecutable(from: try Binaries.path("replay-testsetup"), to: setup.appendingPathComponent("setup").path)
             try Data(#"{"identifier": "\#(uploadID)", "displayName": "Seed Service", "kind": "broadcast-upload", "executable": "upload", "setupExtension": "\#(setupID)", "appGroup": "\#(group)"}"#.utf8)
                 .write(to: upload.appendingPathComponent("manifest.json"))
             try Data(#"{"identifier": "\#(setupID)", "displayName": "Seed Service", "kind": "broadcast-setup", "executable": "setup", "appGroup": "\#(group)"}"#.utf8)

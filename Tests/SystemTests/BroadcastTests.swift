@@ -19,7 +19,7 @@ extension SystemTests {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let executable = folder.appendingPathComponent("seed-upload")
             try? FileManager.default.removeItem(at: executable)
-            try FileManager.default.copyItem(atPath: try Binaries.path("replay-testextension"), toPath: executable.path)
+            try Binaries.copyExecutable(from: try Binaries.path("replay-testextension"), to: executable.path)
             let manifest = #"{"identifier": "\#(identifier)", "displayName": "Seed Service", "kind": "broadcast-upload", "executable": "seed-upload", "appGroup": "org.openreplaykit.test", "containingApplication": "org.openreplaykit.test.SeedApp"}"#
             try Data(manifest.utf8).write(to: folder.appendingPathComponent("manifest.json"))
             return folder
@@ -73,7 +73,7 @@ extension SystemTests {
                 try await Self.waitFor("an annotation for xmessage") { Self.events(in: folder).contains("annotated xmessage") }
                 // A second application: the same program under another name (its identifier is its executable's name).
                 let other = environment.directory.appendingPathComponent("other-app").path
-                try FileManager.default.copyItem(atPath: "/usr/bin/xmessage", toPath: other)
+                try Binaries.copyExecutable(from: "/usr/bin/xmessage", to: other)
                 let second = try BackgroundProcess(other, arguments: ["-name", "second", "second window"], environment: environment.environment)
                 defer { second.signal(SIGTERM) }
                 try await Self.waitFor("an annotation for the second app") { Self.events(in: folder).contains("annotated other-app") }

@@ -44,7 +44,7 @@ extension SystemTests {
             let installed = root.appendingPathComponent("data/openreplaykit/extensions/org.example.mystream.orkextension")
             try FileManager.default.createDirectory(at: installed, withIntermediateDirectories: true)
             try FileManager.default.copyItem(at: package.appendingPathComponent("Extension/manifest.json"), to: installed.appendingPathComponent("manifest.json"))
-            try FileManager.default.copyItem(atPath: try Binaries.path("replay-testextension"), toPath: installed.appendingPathComponent("mystream-upload").path)
+            try Binaries.copyExecutable(from: try Binaries.path("replay-testextension"), to: installed.appendingPathComponent("mystream-upload").path)
             let services = try await ProcessRunner.run(try Binaries.replay(), arguments: ["services"], environment: environment, timeout: .seconds(20))
             #expect(services.succeeded && services.stdout.contains("org.example.mystream\tMyStream\tno setup"), "\(services)")
             #expect(services.stderr.isEmpty, "the written manifest reads without a problem: \(services.stderr)")

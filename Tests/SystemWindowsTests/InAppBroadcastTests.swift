@@ -18,7 +18,7 @@ extension SystemWindowsTests {
         static func installSeed(_ environment: TestEnvironment) throws -> URL {
             let folder = environment.homeDirectory.appendingPathComponent(".local/share/openreplaykit/extensions/\(seedID).orkextension")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: try Binaries.path("replay-testextension"), toPath: folder.appendingPathComponent("seed-upload").path)
+            try Binaries.copyExecutable(from: try Binaries.path("replay-testextension"), to: folder.appendingPathComponent("seed-upload").path)
             let manifest = #"{"identifier": "\#(seedID)", "displayName": "Seed Service", "kind": "broadcast-upload", "executable": "seed-upload"}"#
             try Data(manifest.utf8).write(to: folder.appendingPathComponent("manifest.json"))
             return folder
