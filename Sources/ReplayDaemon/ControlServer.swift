@@ -231,8 +231,10 @@ package struct ControlServer: Service {
     private func read(_ inbound: NIOAsyncChannelInboundStream<ControlMessage>, connection: UInt64, peer: PeerCredentials,
                       outbox: AsyncStream<ControlMessage>.Continuation, logger: Logger) async {
         var greeted = false
+        var received = false
         do {
             for try await message in inbound {
+                received = true
                 switch message {
                 case .hello(let hello):
                     guard hello.version == controlProtocolVersion else {
@@ -255,6 +257,10 @@ package struct ControlServer: Service {
                 }
             }
         } catch is CancellationError {
+        } catch let error as IOError where !received {
+            // A client that connected and left without a word (`replay` checking that replayd
+            // listens) broke nothing: not worth a notice in every log.
+            logger.debug("a client left without a word: \(error)")
         } catch {
             logger.notice("closing a connection that broke the protocol: \(error)")
             outbox.yield(Self.goodbye(ReplayError(.badRequest, "replayd could not read your message: \(error). See docs/PROTOCOL.md.")))

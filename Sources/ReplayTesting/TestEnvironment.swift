@@ -144,8 +144,19 @@ public final class TestEnvironment: Sendable {
             return try await process.waitForExit(timeout: timeout)
         } catch {
             await process.terminate(grace: .seconds(2))
-            throw error
+            // A command that did not come back (a `replay stop` that hung once in a full run, with
+            // nothing on its stderr): what replayd said, and where its threads were.
+            throw HarnessError("\(error)\nreplayd's log (end): \(replaydLog.suffix(3000))\nreplayd's threads: \(await replaydThreads())")
         }
+    }
+
+    /// replayd's threads' stacks (`gdb -batch`, when gdb is there), for a command that hung.
+    public func replaydThreads() async -> String {
+        guard let pid = replaydPID(), FileManager.default.isExecutableFile(atPath: "/usr/bin/gdb") else { return "(no replayd or no gdb)" }
+        let result = try? await ProcessRunner.run("/usr/bin/gdb", arguments: ["-p", "\(pid)", "-batch", "-ex", "thread apply all bt 15"],
+                                                  timeout: .seconds(30))
+        return String((result?.stdout ?? "").split(separator: "\n").filter { $0.hasPrefix("Thread") || $0.hasPrefix("#") }
+            .joined(separator: "\n").suffix(8000))
     }
 
     /// Starts the built `replay` in the background (stopped at tear-down if still running).

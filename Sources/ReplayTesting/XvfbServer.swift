@@ -91,6 +91,21 @@ public final class XvfbServer: Sendable {
         return RGBImage(width: width, height: height, pixels: [UInt8](result.standardOutput))
     }
 
+    /// Changes the screen's size (`xrandr --fb`, RandR; up to the size the server was started with)
+    /// and returns the size the server says it has now (`xdpyinfo`'s "dimensions"), e.g. "640x360".
+    /// xrandr complains that the output no longer fits, but the framebuffer does change size.
+    @discardableResult
+    public func resize(to size: String) async throws -> String {
+        let xrandr = try ProcessRunner.resolve("xrandr", environment: environment)
+        _ = try await ProcessRunner.run(xrandr, arguments: ["--fb", size], environment: environment, timeout: .seconds(10))
+        let probe = try await ProcessRunner.run("xdpyinfo", arguments: [], environment: environment, timeout: .seconds(10))
+        guard let line = probe.stdout.split(separator: "\n").first(where: { $0.contains("dimensions:") }),
+              let now = line.split(separator: " ").first(where: { $0.contains("x") && $0.first?.isNumber == true }) else {
+            throw HarnessError("xdpyinfo on \(display) gave no dimensions: \(probe.stdout.prefix(400))")
+        }
+        return String(now)
+    }
+
     /// Stops the server (SIGTERM, then SIGKILL), waits for it and removes its lock and socket files.
     public func stop() async {
         await process.terminate(grace: .seconds(3))

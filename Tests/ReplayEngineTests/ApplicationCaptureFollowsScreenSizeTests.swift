@@ -25,10 +25,8 @@ struct ApplicationCaptureFollowsScreenSizeTests {
     /// An Xvfb of 640x480 (its largest size) made 320x240, with A and then B on it.
     func withApps(_ body: (TestEnvironment, TestApp, (String) async throws -> Void) async throws -> Void) async throws {
         try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480, audio: .deadServer, content: nil)) { environment in
-            let xrandr = try ProcessRunner.resolve("xrandr", environment: environment.environment)
             func resize(_ size: String) async throws {
-                // xrandr complains that the output no longer fits, but the framebuffer does change size.
-                _ = try await ProcessRunner.run(xrandr, arguments: ["--fb", size], environment: environment.environment, timeout: .seconds(10))
+                #expect(try await environment.xvfb.resize(to: size) == size)
             }
             try await resize("320x240")
             let a = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,

@@ -19,9 +19,8 @@ struct EngineFollowsScreenSizeTests {
     @Test func theRingsReaderGetsEachSize() async throws {
         let logger = Logger(label: "test.engine.follow")
         try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480, audio: .deadServer)) { environment in
-            let xrandr = try ProcessRunner.resolve("xrandr", environment: environment.environment)
             func resize(_ size: String) async throws {
-                _ = try await ProcessRunner.run(xrandr, arguments: ["--fb", size], environment: environment.environment, timeout: .seconds(10))
+                #expect(try await environment.xvfb.resize(to: size) == size)
             }
             // Smaller than the Xvfb (its largest size) at the start, so that growing back outgrows the ring.
             try await resize("320x240")
