@@ -25,6 +25,7 @@ TEST_PACKAGES=(
   gnome-keyring libsecret-tools dbus-bin   # RPAppGroupTests: a Secret Service on a private session bus
   postgresql
   gcc python3   # SystemTests.CAPITests: cc compiles a C app against libopenreplaykit.so; ctypes
+  gdb   # a replay command that hangs in a test: replayd's threads' stacks in the failure (TestEnvironment.replaydThreads)
 )
 
 want=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
