@@ -67,9 +67,18 @@ package final class PulseAudioSource: @unchecked Sendable {
     }
 
     deinit {
-        if started.load(ordering: .acquiring) { done.wait() }
+        if started.load(ordering: .acquiring), done.wait(timeout: .now() + Self.stopTimeout) == .timedOut {
+            // The reading thread is still inside `pa_simple_read` (the server stopped sending): the
+            // stream stays with it, never freed under it.
+            logger.warning("audio \(device): the sound server sent nothing for \(Self.stopTimeout) at the end; its stream is left to its reading thread")
+            return
+        }
         pa_simple_free(stream)
     }
+
+    /// How long `stop()` waits for the reading thread's last chunk: a chunk is 10 ms, so only a
+    /// server that stopped sending takes longer, and a recording's stop does not wait on it.
+    private static let stopTimeout = DispatchTimeInterval.seconds(2)
 
     /// Starts the reading thread. Chunks are held until `deliver(to:)` names where they go (and
     /// until the source is anchored to the clock).
@@ -90,10 +99,14 @@ package final class PulseAudioSource: @unchecked Sendable {
 
     private let sinkSlot = AudioSinkSlot()
 
-    /// Asks the thread to stop after the chunk it is reading (≤ 10 ms) and waits for it.
+    /// Asks the thread to stop after the chunk it is reading (≤ 10 ms) and waits for it, at most
+    /// `stopTimeout` (a server that stopped sending leaves the thread blocked in its read: logged).
     package func stop() {
         guard started.load(ordering: .acquiring), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        done.wait()
+        guard done.wait(timeout: .now() + Self.stopTimeout) == .success else {
+            logger.warning("audio \(device): the sound server sent nothing for \(Self.stopTimeout) at the stop; the recording ends without waiting for it")
+            return
+        }
         done.signal()   // deinit waits too
     }
 

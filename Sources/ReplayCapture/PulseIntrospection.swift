@@ -1,7 +1,8 @@
 import CPulse
+import ReplayMedia
 
 /// One-off questions to the PulseAudio server, on the calling (dedicated) thread: each connects,
-/// asks, and disconnects, waiting about a second at most.
+/// asks, and disconnects, waiting a second at most (a server that does not answer gives nil).
 package enum PulseIntrospection {
     private final class Answer<Value> {
         var value: Value?
@@ -10,8 +11,8 @@ package enum PulseIntrospection {
 
     /// The default sink's latency in nanoseconds: how long after a monitor delivers a sample it is
     /// heard (a sink renders ahead by this much). Nil when the server cannot say within ~1 s.
-    static func defaultSinkLatency() -> Int64? {
-        let latency: UInt64? = ask { context, answer in
+    static func defaultSinkLatency(server: String? = nil) -> Int64? {
+        let latency: UInt64? = ask(server: server) { context, answer in
             pa_context_get_sink_info_by_name(context, "@DEFAULT_SINK@", { _, info, eol, userdata in
                 let answer = Unmanaged<Answer<UInt64>>.fromOpaque(userdata!).takeUnretainedValue()
                 if eol != 0 {
@@ -44,7 +45,7 @@ package enum PulseIntrospection {
     /// Connects, starts one query (`start` hands PulseAudio the answer box as its userdata), runs
     /// the main loop until the query's callback marks the answer done, and disconnects.
     private static func ask<Value>(
-        _ start: (OpaquePointer, UnsafeMutableRawPointer) -> OpaquePointer?
+        server: String? = nil, _ start: (OpaquePointer, UnsafeMutableRawPointer) -> OpaquePointer?
     ) -> Value? {
         guard let loop = pa_mainloop_new() else { return nil }
         defer { pa_mainloop_free(loop) }
@@ -53,24 +54,30 @@ package enum PulseIntrospection {
             pa_context_disconnect(context)
             pa_context_unref(context)
         }
-        guard pa_context_connect(context, nil, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else { return nil }
-        var iterations = 0
+        guard pa_context_connect(context, server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else { return nil }
+        // At most a second in all: a server that does not answer (stalled, or gone without closing
+        // the socket) must not hold the caller (a sound source's reading thread, which a recording's
+        // stop waits for). `pa_mainloop_iterate` blocking would wait for it for ever.
+        let deadline = MonotonicClock.now() + 1_000_000_000
         while pa_context_get_state(context) != PA_CONTEXT_READY {
             let state = pa_context_get_state(context)
-            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED || iterations > 100 { return nil }
-            pa_mainloop_iterate(loop, 1, nil)
-            iterations += 1
+            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED || !iterate(loop, until: deadline) { return nil }
         }
         let answer = Answer<Value>()
         let box = Unmanaged.passRetained(answer)
         defer { box.release() }
         guard let operation = start(context, box.toOpaque()) else { return nil }
         defer { pa_operation_unref(operation) }
-        iterations = 0
-        while !answer.done, iterations < 100 {
-            pa_mainloop_iterate(loop, 1, nil)
-            iterations += 1
-        }
+        while !answer.done, iterate(loop, until: deadline) {}
         return answer.value
+    }
+
+    /// One round of the main loop, waiting for an event at most until `deadline` (monotonic ns);
+    /// false once the deadline has passed.
+    private static func iterate(_ loop: OpaquePointer, until deadline: Int64) -> Bool {
+        let left = deadline - MonotonicClock.now()
+        guard left > 0, pa_mainloop_prepare(loop, Int32(min(left / 1_000, Int64(Int32.max)))) >= 0 else { return false }
+        guard pa_mainloop_poll(loop) >= 0, pa_mainloop_dispatch(loop) >= 0 else { return false }
+        return true
     }
 }
