@@ -90,6 +90,19 @@ public final class NginxRTMPServer: Sendable {
         throw HarnessError("nginx-rtmp did not start:\n" + failures.joined(separator: "\n"))
     }
 
+    /// Runs `body` with a started nginx-rtmp, stopped afterwards whether `body` threw or not.
+    public static func with<Result: Sendable>(_ body: (NginxRTMPServer) async throws -> Result) async throws -> Result {
+        let nginx = try await start()
+        do {
+            let result = try await body(nginx)
+            await nginx.stop()
+            return result
+        } catch {
+            await nginx.stop()
+            throw error
+        }
+    }
+
     /// Stops nginx and removes its folder.
     public func stop() async {
         _ = await process.terminate(grace: .seconds(2))
