@@ -243,15 +243,10 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     /// Waits on the X connection: the application's drawing (DAMAGE) or a change of the window list
     /// wakes it, so its picture is taken when it draws instead of up to a frame later.
     package func waitForChange(until deadline: Int64) -> Bool {
-        let descriptor = xcb_get_file_descriptor(x.connection)
         while !x.hasFailed {
             if drainEvents(into: &pendingDamage) { pendingChange = true }
             if pendingChange || needsCompose { return true }
-            let left = deadline - MonotonicClock.now()
-            guard left > 0 else { return false }
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            // Rounded up, so that a wait never ends before the deadline and spins.
-            if poll(&entry, 1, Int32((left + 999_999) / 1_000_000)) == 0 { return false }
+            guard x.waitForInput(until: deadline) else { return false }
         }
         return false
     }

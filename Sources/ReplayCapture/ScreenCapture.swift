@@ -158,15 +158,10 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     /// that a capture without an encoder's frame clock (a broadcast's, whose pictures go to a
     /// frame ring) takes the picture when the screen is drawn instead of up to a frame later.
     package func waitForChange(until deadline: Int64) -> Bool {
-        let descriptor = xcb_get_file_descriptor(x.connection)
         while !x.hasFailed {
             if takeEvents() { pendingDamage = true }
             if pendingDamage || needsFullRead || census.isStale { return true }
-            let left = deadline - MonotonicClock.now()
-            guard left > 0 else { return false }
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            // Rounded up, so that a wait never ends before the deadline and spins.
-            if poll(&entry, 1, Int32((left + 999_999) / 1_000_000)) == 0 { return false }
+            guard x.waitForInput(until: deadline) else { return false }
         }
         return false
     }

@@ -1,4 +1,5 @@
 import CXCB
+import ReplayMedia
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,6 +58,16 @@ package final class XConnection: @unchecked Sendable {
 
     var root: xcb_window_t { screen.pointee.root }
     package var hasFailed: Bool { xcb_connection_has_error(connection) != 0 }
+
+    /// Waits until the server sends something or until `deadline` (monotonic ns): false when the
+    /// deadline came first. Events already read into XCB's queue do not wake it: take those first.
+    func waitForInput(until deadline: Int64) -> Bool {
+        let left = deadline - MonotonicClock.now()
+        guard left > 0 else { return false }
+        var entry = pollfd(fd: xcb_get_file_descriptor(connection), events: Int16(POLLIN), revents: 0)
+        // Rounded up, so that a wait never ends before the deadline and spins.
+        return poll(&entry, 1, Int32((left + 999_999) / 1_000_000)) != 0
+    }
 
     /// Why the connection failed, in words (XCB's error codes).
     package var failure: String {
