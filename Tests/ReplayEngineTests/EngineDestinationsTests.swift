@@ -66,8 +66,12 @@ struct EngineDestinationsTests {
                 let luma = frame.luma.load(fromByteOffset: y * frame.lumaStride + x, as: UInt8.self)
                 fromRing.withLock { $0.append((frame.time, luma)) }
             }, ended: { ringEnded.signal() })
-            // A viewer of the ingest: what it reads back from the live stream.
-            let reader = try BackgroundProcess("ffmpeg", arguments: ["-nostdin", "-v", "error", "-rw_timeout", "15000000",
+            // A viewer of the ingest: what it reads back from the live stream. A player that joins
+            // after the publisher (ffmpeg slow to start on a loaded machine) is not told the stream
+            // has no sound, and ffmpeg probes its whole 5 s (seen with ffprobe -v debug: "max_analyze_duration
+            // 5000000 reached"): the 6 s stream ends before 3 s are read. A 1 s probe makes the
+            // reading not depend on who came first (it failed in every run that joined 0.5 s late).
+            let reader = try BackgroundProcess("ffmpeg", arguments: ["-nostdin", "-v", "error", "-rw_timeout", "15000000", "-analyzeduration", "1000000",
                                                                      "-i", streamURL, "-t", "3", "-c", "copy", copy])
             try await Task.sleep(for: .milliseconds(300))
             try await engine.run()
