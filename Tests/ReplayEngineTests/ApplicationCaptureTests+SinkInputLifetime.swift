@@ -12,9 +12,11 @@ import ReplayTesting
 /// reference but object … was already destroyed" on PulseAudio's thread). The window is a few
 /// microseconds, so this test met it only with a sleep put in the teardown by hand; it stays as
 /// the source's lifetime exercise under a playing server.
-@Suite("Sink-input sound source: made and let go while the server plays", .serialized, .timeLimit(.minutes(3)))
-struct SinkInputSourceLifetimeTests {
-    @Test func madeAndLetGoManyTimesWhileItsStreamsDeliver() async throws {
+///
+/// In `ApplicationCaptureTests`' serialized suite: it points this process's PulseAudio variables
+/// at its own server, as the other in-process sound tests there do.
+extension ApplicationCaptureTests {
+    @Test func aSinkInputSourceIsMadeAndLetGoManyTimesWhileItsStreamsDeliver() async throws {
         let configuration = TestEnvironment.Configuration(width: 320, height: 180, audio: .pulseAudio, content: nil)
         try await TestEnvironment.with(configuration) { environment in
             for (key, value) in environment.pulse?.clientEnvironment ?? [:] where key != "HOME" { setenv(key, value, 1) }
