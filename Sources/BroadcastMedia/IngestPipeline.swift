@@ -33,7 +33,7 @@ struct IngestPipeline {
     private(set) var videoFrames = 0
     private(set) var audioFrames = 0
     private(set) var rejectedTags = 0
-    private var warnedConfigurationChange = false
+    private var warnedRelayConfiguration = false
 
     init(stream: LiveStream, threadPool: NIOThreadPool, logger: Logger, fragmentDuration: Int64 = 100, relay: RTMPRelay? = nil) {
         self.relay = relay
@@ -86,7 +86,7 @@ struct IngestPipeline {
         }
     }
 
-    private mutating func startMuxer() async throws {
+    private mutating func startMuxer(relaying: Bool = true) async throws {
         guard let video else { return }
         let videoConfiguration = FragmentedMP4Muxer.VideoConfiguration(avcC: video.avcC.bytes, width: video.sps.width, height: video.sps.height)
         let audioConfiguration = audio.map {
@@ -101,9 +101,28 @@ struct IngestPipeline {
             return digits.count == 1 ? "0" + digits : digits
         }.joined()
         let codecs = ["avc1." + hex] + (audio.map { ["mp4a.40.\($0.objectType)"] } ?? [])
-        relay?.start(video: videoConfiguration, audio: audioConfiguration)
+        if relaying { relay?.start(video: videoConfiguration, audio: audioConfiguration) }
         stream.setInitSegment(ByteBuffer(bytes: box.muxer.initSegment), mimeType: "video/mp4; codecs=\"\(codecs.joined(separator: ","))\"")
         muxer = box
+    }
+
+    /// A new H.264 configuration mid-stream (the broadcaster's screen changed size): the fragments
+    /// of the old one go out, then a new muxer gives viewers the new type and init segment, before
+    /// the first picture of the new size (a keyframe: an encoder starts again with one).
+    private mutating func changeVideoConfiguration(_ avcC: AVCDecoderConfigurationRecord) async throws {
+        let sps = try H264SequenceParameterSet(decoding: avcC.sequenceParameterSets[0])
+        if let muxer {
+            let fragments = try await threadPool.runIfActive { try muxer.muxer.flush() }
+            for fragment in fragments { stream.publish(fragment) }
+        }
+        let before = video.map { "\($0.sps.width)x\($0.sps.height)" } ?? "none"
+        logger.info("H.264 configuration changed: viewers get the new one", metadata: ["from": "\(before)", "size": "\(sps.width)x\(sps.height)"])
+        video = (avcC, sps)
+        if relay != nil, !warnedRelayConfiguration {
+            warnedRelayConfiguration = true
+            logger.warning("the RTMP relay keeps the first H.264 configuration: its receivers may not show the new size")
+        }
+        try await startMuxer(relaying: false)
     }
 
     private mutating func write(_ message: RTMPMessage) async throws {
@@ -115,10 +134,9 @@ struct IngestPipeline {
         switch message.type {
         case .video:
             guard let tag = try? FLVVideoTag(decoding: message.payload) else { rejectedTags += 1; return }
-            if case .sequenceHeader(let avcC) = tag.packet, avcC.bytes != video?.avcC.bytes, !warnedConfigurationChange {
-                // The fMP4 init segment is fixed for the broadcast; a new resolution needs a new publish.
-                warnedConfigurationChange = true
-                logger.warning("H.264 configuration changed mid-stream; viewers keep the first one — stop and start the publish to change resolution")
+            if case .sequenceHeader(let avcC) = tag.packet, avcC.bytes != video?.avcC.bytes {
+                try await changeVideoConfiguration(avcC)
+                return
             }
             guard case .nalus(let data, let cts) = tag.packet, data.readableBytes > 0 else { return }
             let keyframe = tag.isKeyframe

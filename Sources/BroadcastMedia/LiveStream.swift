@@ -61,6 +61,8 @@ package final class LiveStream: Sendable {
     struct State {
         var initSegment: ByteBuffer?
         var mimeType: String?
+        /// How many times the init segment changed (the publisher's picture size did): HLS names it by this.
+        var initVersion = 0
         /// The messages since the latest keyframe: what a joining viewer gets first.
         var gopMessages: [LiveMessage] = []
         var groups: [ObjectIdentifier: Group] = [:]
@@ -90,8 +92,17 @@ package final class LiveStream: Sendable {
         self.hlsSegmentsKept = hlsSegmentsKept
     }
 
+    /// Sets the stream's type and init segment, and sends them to the viewers. A second call (a new
+    /// picture size mid-stream) starts again: what a joining viewer gets and the HLS segments kept
+    /// belong to the old init segment, and are dropped; the next fragment starts at a keyframe.
     package func setInitSegment(_ bytes: ByteBuffer, mimeType: String) {
         state.withLock { s in
+            if s.initSegment != nil {
+                s.initVersion += 1
+                s.gopMessages = []
+                s.segments = []
+                s.openSegment = nil
+            }
             s.initSegment = bytes
             s.mimeType = mimeType
             // Viewers who joined between the publish and the first media got nothing yet: type and init first.
@@ -259,7 +270,7 @@ package final class LiveStream: Sendable {
             guard s.initSegment != nil, !s.segments.isEmpty else { return nil }
             let target = max(1, Int(((s.segments.map(\.duration).max() ?? 1000) + 999) / 1000))
             var lines = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:\(target)",
-                         "#EXT-X-MEDIA-SEQUENCE:\(s.segments[0].sequence)", "#EXT-X-INDEPENDENT-SEGMENTS", "#EXT-X-MAP:URI=\"init.mp4\""]
+                         "#EXT-X-MEDIA-SEQUENCE:\(s.segments[0].sequence)", "#EXT-X-INDEPENDENT-SEGMENTS", "#EXT-X-MAP:URI=\"\(Self.initName(version: s.initVersion))\""]
             for segment in s.segments {
                 lines.append("#EXTINF:\(Self.seconds(segment.duration)),")
                 lines.append("seg\(segment.sequence).m4s")
@@ -267,6 +278,11 @@ package final class LiveStream: Sendable {
             if s.ended { lines.append("#EXT-X-ENDLIST") }
             return lines.joined(separator: "\n") + "\n"
         }
+    }
+
+    /// The init segment's name in the playlist: a new name for each new one, so that a player loads it.
+    package static func initName(version: Int) -> String {
+        version == 0 ? "init.mp4" : "init-\(version).mp4"
     }
 
     static func seconds(_ milliseconds: Int64) -> String {

@@ -1,4 +1,5 @@
 import Foundation
+import RTMP
 import ReplayTesting
 import Testing
 
@@ -134,6 +135,58 @@ struct ChromiumPageTests {
             #expect(try await page.evaluate("document.querySelectorAll('#chat img').length") == "0")
             #expect(try await page.evaluate("document.getElementById('likes').textContent") == "\"1\"")
         }
+    }
+
+    /// The broadcaster's picture changes size mid-broadcast (an app's broadcast follows its screen,
+    /// and its encoder starts again with a new H.264 configuration): the service sends the viewers
+    /// the new type and init segment, and the page plays on at the new size, in both of its players.
+    /// The publisher sends 5 s of a 320x240 recording, then 7 s of a 640x360 one, in one publish.
+    @Test(arguments: ["webcodecs", "mse"])
+    func aNewPictureSizeMidBroadcastPlaysOnAtThatSize(player: String) async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let small = try FLVFile.tags(of: try FLVFile.make(seconds: 5, directory: directory, size: "320x240"))
+        let large = try FLVFile.tags(of: try FLVFile.make(seconds: 7, directory: directory, size: "640x360"))
+        let tags = small + large.map { FLVFileTag(type: $0.type, timestamp: $0.timestamp + 5000, body: $0.body) }
+        let service = try ServiceProcess(directory: directory)
+        defer { service.stop() }
+        #expect(try service.admin(["user", "create", "gus"], stdin: "gus-password-1\n").status == 0)
+        let key = try service.admin(["key", "create", "gus"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let api = CurlSession(directory: directory)
+        let created = ServiceSystemTests.json(try api.request("POST", service.baseURL + "/api/v1/broadcasts", json: """
+            {"title": "Resized"}
+            """, headers: ["Authorization": "Bearer \(key)"]).body)
+        let id = try #require(created["id"] as? String)
+        let chromium = try Chromium(directory: directory)
+        defer { chromium.stop() }
+        let pageURL = service.baseURL + "/b/\(id)" + (player == "mse" ? "?player=mse" : ""), rtmp = "\(service.rtmpBase)/\(key)"
+        try await chromium.withPage { page in
+            try await page.navigate(pageURL)
+            try await page.waitFor("document.readyState === 'complete'")
+            let publishing = Task {
+                try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: rtmp), logger: RTMPClientSystemTests.logger) { session in
+                    try await RTMPClientSystemTests.send(tags, session)
+                }
+            }
+            defer { publishing.cancel() }
+            // What each player shows: WebCodecs draws on the canvas and counts its pictures; MSE plays the
+            // <video>, whose time (30 pictures a second) says how far it has played.
+            let element = player == "mse" ? "video" : "screen"
+            let width = player == "mse" ? "document.getElementById('video').videoWidth" : "document.getElementById('screen').width"
+            let shown = player == "mse" ? "Math.round(document.getElementById('video').currentTime * 30)" : "orkPlayer.framesDrawn"
+            try await page.waitFor("window.orkPlayer && orkPlayer.mode === '\(player)' && \(shown) > 15 && \(width) === 320", timeout: 20)
+            #expect(try await Self.colours(page, of: element) >= 4, "the 320x240 pattern shows")
+            try await page.waitFor("orkPlayer.players === 2 && \(width) === 640", timeout: 20)
+            let drawnThen = Double(try await page.evaluate(shown)) ?? 0
+            try await Task.sleep(for: .seconds(2))
+            let drawnNow = Double(try await page.evaluate(shown)) ?? 0
+            #expect(drawnNow - drawnThen >= 30, "the page plays on at 640x360: \(drawnNow - drawnThen) pictures in 2 s")
+            #expect(try await page.evaluate("\(width)") == "640")
+            #expect(try await Self.colours(page, of: element) >= 4, "the 640x360 pattern shows")
+            #expect(try await page.evaluate("orkPlayer.error") == "null")
+            try await publishing.value
+        }
+        #expect(service.waitForLog("H.264 configuration changed"), "\(service.log.suffix(2000))")
     }
 
     /// How many distinct colours (3 bits a channel) a sample of the element's pixels has.

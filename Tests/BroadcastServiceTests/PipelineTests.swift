@@ -264,6 +264,23 @@ struct PipelineTests {
         #expect(stream.hlsSegment(0) == nil, "only the newest segments are kept")
     }
 
+    /// A new init segment mid-stream (a new picture size): the segments of the old one leave the
+    /// playlist, which names the new init segment anew (a player loads it).
+    @Test func aNewInitSegmentStartsTheHLSPlaylistAndTheJoinersBurstAgain() {
+        let stream = LiveStream(hlsSegmentTarget: 1000, hlsSegmentsKept: 4)
+        stream.setInitSegment(ByteBuffer(bytes: [0]), mimeType: "video/mp4")
+        for i in 0..<25 { stream.publish(Self.fragment(UInt8(i), keyframe: i % 5 == 0, start: Int64(i) * 100)) }
+        #expect(stream.hlsPlaylist()?.contains("#EXT-X-MAP:URI=\"init.mp4\"") == true)
+        stream.setInitSegment(ByteBuffer(bytes: [1]), mimeType: "video/mp4")
+        #expect(stream.hlsPlaylist() == nil, "no segment of the new size yet")
+        #expect(stream.initSegment.map { Array($0.readableBytesView) } == [1])
+        for i in 25..<50 { stream.publish(Self.fragment(UInt8(i), keyframe: i % 5 == 0, start: Int64(i) * 100)) }
+        let playlist = stream.hlsPlaylist() ?? ""
+        #expect(playlist.contains("#EXT-X-MAP:URI=\"init-1.mp4\""), "\(playlist)")
+        #expect(!playlist.contains("seg0.m4s") && !playlist.contains("seg1.m4s"), "the old size's segments are gone: \(playlist)")
+        #expect(stream.hlsSegment(2).map { Array($0.readableBytesView) } == Array(25..<35).map(UInt8.init))
+    }
+
     @Test func escapingAndRateLimits() {
         #expect(HTML.escape("<a href=\"x\">'&'</a>") == "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;")
         let limiter = RateLimiter(limit: 2, window: 10)

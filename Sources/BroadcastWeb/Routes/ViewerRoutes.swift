@@ -36,7 +36,7 @@ struct ViewerRoutes: Sendable {
             guard let stream = directory.broadcast(id: try context.parameters.require("id"))?.stream else { throw HTTPError(.notFound) }
             let file = try context.parameters.require("file")
             let bytes: ByteBuffer?
-            if file == "init.mp4" {
+            if file == "init.mp4" || (file.hasPrefix("init-") && file.hasSuffix(".mp4")) {
                 bytes = stream.initSegment
             } else if file.hasPrefix("seg"), file.hasSuffix(".m4s"), let n = Int(file.dropFirst(3).dropLast(4)) {
                 bytes = stream.hlsSegment(n)

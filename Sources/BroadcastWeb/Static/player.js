@@ -16,9 +16,11 @@
   const chat = document.getElementById("chat"), status = document.getElementById("status");
   const forceMSE = new URLSearchParams(location.search).get("player") === "mse";
   const stats = window.orkPlayer = { fragments: 0, bytes: 0, events: [], error: null, mime: null, mode: null,
-                                     framesDecoded: 0, framesDrawn: 0, audioDecoded: 0, reconnects: 0,
+                                     framesDecoded: 0, framesDrawn: 0, audioDecoded: 0, reconnects: 0, players: 0,
                                      behind: null, message: "", messages: [], volume: 1, muted: false, fullscreen: false };
   let player = null, pending = [], mime = null, ended = false, socket = null;
+  // Counts the players made on this page: a player still starting when a newer one is asked for is dropped.
+  let generation = 0;
 
   // ---- Controls over the picture, made here so the page's markup stays the server's.
   function element(tag, properties, ...children) {
@@ -385,10 +387,13 @@
 
   /// The first media message is the init segment: pick the player, then feed it what came meanwhile.
   async function start(initSegment) {
+    const mine = generation;
     let chosen = null;
     try { chosen = await webCodecsPlayer(initSegment); } catch (e) { stats.error = String(e); }
     if (!chosen) chosen = msePlayer(mime);
     if (!chosen) return;
+    if (mine !== generation) { chosen.close(); return; }
+    stats.players += 1;
     if (stats.mode === "mse") chosen.append(initSegment);
     player = chosen;
     for (const data of pending) player.append(data);
@@ -446,6 +451,12 @@
       return null;  // the server did not answer: unknown
     }
   }
+  function stopPlayer() {
+    generation += 1;
+    if (player) { player.close(); player = null; }
+    pending = [];
+    newest = shown = 0;
+  }
   function connect() {
     let starting = false, opened = false;
     socket = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/b/" + id + "/ws");
@@ -453,7 +464,14 @@
     socket.onopen = () => { opened = true; lastArrival = performance.now(); };
     socket.onmessage = (message) => {
       lastArrival = performance.now();
-      if (typeof message.data === "string") { onEvent(JSON.parse(message.data)); return; }
+      if (typeof message.data === "string") {
+        const event = JSON.parse(message.data);
+        // A new type and init segment mid-stream (the broadcaster's picture changed size): the next
+        // binary message is the new init segment, for a new player.
+        if (event.type === "stream" && (player || starting)) { stopPlayer(); starting = false; }
+        onEvent(event);
+        return;
+      }
       if (attempts > 0 || overlay.dataset.kind === "stalled") { attempts = 0; show(""); }
       stats.fragments += 1;
       stats.bytes += message.data.byteLength;
@@ -463,9 +481,7 @@
     };
     // Dropped (fell behind) or the network failed: start again at the latest keyframe.
     socket.onclose = async () => {
-      if (player) { player.close(); player = null; }
-      pending = [];
-      newest = shown = 0;
+      stopPlayer();
       if (ended || hidden) return;
       if (opened) { reconnect("The connection dropped."); return; }
       const live = await stillLive();

@@ -37,11 +37,11 @@ enum FLVFile {
         return UInt32(bytes[0]) << 16 | UInt32(bytes[1]) << 8 | UInt32(bytes[2])
     }
 
-    /// A real H.264 + AAC recording, `seconds` long, 320×240 at 30 fps with a keyframe every second.
-    static func make(seconds: Int, directory: URL) throws -> URL {
+    /// A real H.264 + AAC recording, `seconds` long, 320×240 (or `size`) at 30 fps with a keyframe every second.
+    static func make(seconds: Int, directory: URL, size: String = "320x240") throws -> URL {
         let file = directory.appendingPathComponent("source-\(UUID().uuidString).flv")
         let result = try Command.run("ffmpeg", ["-hide_banner", "-loglevel", "error", "-nostdin",
-                                                "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                                                "-f", "lavfi", "-i", "testsrc=size=\(size):rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
                                                 "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-g", "30", "-bf", "0",
                                                 "-c:a", "aac", "-b:a", "64k", "-t", "\(seconds)", "-f", "flv", file.path])
         guard result.status == 0 else { throw TestFailure("ffmpeg could not make the FLV: \(result.stderr)") }
