@@ -289,7 +289,9 @@ extension SystemTests {
                     indicator = shot.boundingBoxOfDifference(in: topRight, pattern: pattern)
                     if dot == nil { try await Task.sleep(for: .milliseconds(200)) }
                 }
-                try await Task.sleep(for: .seconds(2))
+                // 3 s more: 60 pictures to look at even when a loaded machine's recording drops a few
+                // (2 s gave 57 once in CI).
+                try await Task.sleep(for: .seconds(3))
                 let stop = try await environment.replay(["stop"], timeout: .seconds(30))
                 #expect(stop.succeeded, "\(stop)")
                 _ = try? await recorder.waitForExit(timeout: .seconds(30))
