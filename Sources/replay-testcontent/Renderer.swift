@@ -177,10 +177,13 @@ final class Renderer {
         xcb_flush(connection)
     }
 
-    /// Copies part of the back buffer to the window again, unchanged: the counter's panel on even
-    /// frames, the top band of bars on odd ones.
+    /// Copies part of the back buffer to the window again, unchanged: the right half of the
+    /// counter's panel on even frames, the right half of the top band of bars (where the recording
+    /// indicator is) on odd ones. Together less than half the screen; their box, more than half.
     func repaint(frame n: Int) {
-        let area = n % 2 == 0 ? layout.panel : Layout.Rect(x: 0, y: 0, width: width, height: layout.topBandBottom)
+        let half = width / 2, panel = layout.panel
+        let area = n % 2 == 0 ? Layout.Rect(x: half, y: panel.y, width: width - half, height: panel.height)
+                              : Layout.Rect(x: half, y: 0, width: width - half, height: layout.topBandBottom)
         xcb_copy_area(connection, pixmap, window, gc, Int16(area.x), Int16(area.y), Int16(area.x), Int16(area.y),
                       UInt16(area.width), UInt16(area.height))
         xcb_flush(connection)
