@@ -15,13 +15,7 @@ struct ChromiumPageTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let service = try ServiceProcess(directory: directory)
         defer { service.stop() }
-        #expect(try service.admin(["user", "create", "fay"], stdin: "fay-password-1\n").status == 0)
-        let key = try service.admin(["key", "create", "fay"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let api = CurlSession(directory: directory)
-        let created = ServiceSystemTests.json(try api.request("POST", service.baseURL + "/api/v1/broadcasts", json: """
-            {"title": "Soon"}
-            """, headers: ["Authorization": "Bearer \(key)"]).body)
-        let id = try #require(created["id"] as? String)
+        let (key, id) = try Self.createBroadcast(on: service, directory: directory, user: "fay", title: "Soon")
         let chromium = try Chromium(directory: directory)
         defer { chromium.stop() }
         let pageURL = service.baseURL + "/b/\(id)", rtmp = "\(service.rtmpBase)/\(key)"
@@ -150,13 +144,7 @@ struct ChromiumPageTests {
         let tags = small + large.map { FLVFileTag(type: $0.type, timestamp: $0.timestamp + 5000, body: $0.body) }
         let service = try ServiceProcess(directory: directory)
         defer { service.stop() }
-        #expect(try service.admin(["user", "create", "gus"], stdin: "gus-password-1\n").status == 0)
-        let key = try service.admin(["key", "create", "gus"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let api = CurlSession(directory: directory)
-        let created = ServiceSystemTests.json(try api.request("POST", service.baseURL + "/api/v1/broadcasts", json: """
-            {"title": "Resized"}
-            """, headers: ["Authorization": "Bearer \(key)"]).body)
-        let id = try #require(created["id"] as? String)
+        let (key, id) = try Self.createBroadcast(on: service, directory: directory, user: "gus", title: "Resized")
         let chromium = try Chromium(directory: directory)
         defer { chromium.stop() }
         let pageURL = service.baseURL + "/b/\(id)" + (player == "mse" ? "?player=mse" : ""), rtmp = "\(service.rtmpBase)/\(key)"
@@ -187,6 +175,17 @@ struct ChromiumPageTests {
             try await publishing.value
         }
         #expect(service.waitForLog("H.264 configuration changed"), "\(service.log.suffix(2000))")
+    }
+
+    /// A new account `user` with a stream key, and a broadcast created with that key (not yet live):
+    /// the key to publish with and the broadcast's id (its page is `/b/{id}`).
+    static func createBroadcast(on service: ServiceProcess, directory: URL, user: String, title: String) throws -> (key: String, id: String) {
+        #expect(try service.admin(["user", "create", user], stdin: "\(user)-password-1\n").status == 0)
+        let key = try service.admin(["key", "create", user]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let created = ServiceSystemTests.json(try CurlSession(directory: directory).request("POST", service.baseURL + "/api/v1/broadcasts", json: """
+            {"title": "\(title)"}
+            """, headers: ["Authorization": "Bearer \(key)"]).body)
+        return (key, try #require(created["id"] as? String))
     }
 
     /// How many distinct colours (3 bits a channel) a sample of the element's pixels has.
