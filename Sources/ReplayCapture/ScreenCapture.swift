@@ -214,14 +214,11 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             if before != protectedAreas { needsFullRead = true }
         }
         var reads: [PixelRect] = []
-        var damagedArea = 0
         if needsFullRead {
             reads = [canvasBounds]
             if damaged { _ = takeDamage() }
         } else if damaged {
-            let damage = takeDamage()
-            reads = damage.reads.map { $0.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds) }.filter { !$0.isEmpty }
-            damagedArea = damage.area
+            reads = takeDamage().map { $0.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds) }.filter { !$0.isEmpty }
         }
         if reads.isEmpty && !cursorMoved { return false }
 
@@ -233,7 +230,7 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             cursorRect = nil
         }
         if !reads.isEmpty {
-            dirty = readScreen(reads, force: needsFullRead, damagedArea: damagedArea)
+            dirty = readScreen(reads, force: needsFullRead)
             needsFullRead = false
         }
         if dirty.isEmpty && !cursorMoved {
@@ -253,26 +250,24 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     private var canvasPixels: UnsafeMutablePointer<UInt32> { canvas.address.assumingMemoryBound(to: UInt32.self) }
     private var canvasPlane: PixelPlane { PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds) }
 
-    /// Takes the accumulated damage from the server: what to read (its rectangles in root
-    /// coordinates, which do not overlap, or their bounding box when there are so many that one
-    /// read is cheaper) and the area actually damaged (the rectangles', never the box's).
-    private func takeDamage() -> (reads: [PixelRect], area: Int) {
+    /// Takes the accumulated damage from the server: its rectangles in root coordinates (they do
+    /// not overlap), or their bounding box when there are so many that one read is cheaper.
+    private func takeDamage() -> [PixelRect] {
         let connection = x.connection
         xcb_damage_subtract(connection, damage, 0, damageRegion)
-        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return ([], 0) }
+        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return [] }
         defer { free(reply) }
         let e = reply.pointee.extents
         let bounds = PixelRect(x: Int(e.x), y: Int(e.y), width: Int(e.width), height: Int(e.height))
-        guard !bounds.isEmpty else { return ([], 0) }
+        guard !bounds.isEmpty else { return [] }
         let count = Int(xcb_xfixes_fetch_region_rectangles_length(reply))
-        guard count > 1, let first = xcb_xfixes_fetch_region_rectangles(reply) else { return ([bounds], bounds.area) }
+        guard count > 1, count <= Self.maximumReads, let first = xcb_xfixes_fetch_region_rectangles(reply) else { return [bounds] }
         let rectangles = UnsafeBufferPointer(start: first, count: count).map {
             PixelRect(x: Int($0.x), y: Int($0.y), width: Int($0.width), height: Int($0.height))
         }
-        let area = rectangles.reduce(0) { $0 + $1.area }
         // Many small pieces close together cost more round trips than pixels: read the box instead.
-        guard count <= Self.maximumReads, area * 2 <= bounds.area else { return ([bounds], area) }
-        return (rectangles, area)
+        let area = rectangles.reduce(0) { $0 + $1.area }
+        return area * 2 > bounds.area ? [bounds] : rectangles
     }
 
     /// At most this many separate reads per frame.
@@ -283,23 +278,22 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     /// parts whose pixels changed: a client that repaints part of the screen with the same pixels
     /// (a spinner's background, a clock redrawn with the same time, a toolkit redrawing a widget)
     /// damages the screen but changes nothing, and such a frame is neither converted nor encoded.
-    /// All of `rects` count as changed when `force`, or when the damage (`damagedArea`, not the
-    /// box read around it) covers half the screen or more: a client repainting that much every
-    /// frame (a video, a game) changes it at about our rate, and a read that comes out the same is
-    /// its frame clock beating against ours; a repeat keeps such a recording at its constant rate.
-    /// Two small repaints far apart (a top bar and a panel) are read as their box, and compared.
-    private func readScreen(_ rects: [PixelRect], force: Bool, damagedArea: Int) -> [PixelRect] {
+    /// All of `rects` count as changed when `force`, or when they cover half the screen or more: a
+    /// client repainting that much every frame (a video, a game) changes it at about our rate, and
+    /// a read that comes out the same is its frame clock beating against ours; a repeat keeps such
+    /// a recording at its constant rate.
+    private func readScreen(_ rects: [PixelRect], force: Bool) -> [PixelRect] {
         let connection = x.connection
         let scratchPixels = scratch.address.assumingMemoryBound(to: UInt32.self)
         let excluded = excludedRectangles()
-        let compare = !force && damagedArea * 2 < canvasBounds.area
-        if !compare, rects == [canvasBounds], screenRect.contains(source) {
+        if rects == [canvasBounds], screenRect.contains(source) {
             // The whole picture, straight into the canvas: no copy (and, being all of it, no comparison).
             if !canvas.read(x.root, source) { logger.debug("screen read failed") }
             recompose(excluded, in: canvasPlane)
             blankProtected(in: canvasPlane)
             return rects
         }
+        let compare = !force && rects.reduce(0) { $0 + $1.area } * 2 < canvasBounds.area
         var changed: [PixelRect] = []
         var pending: [(xcb_shm_get_image_cookie_t, PixelRect, Int)] = []
         var offset = 0

@@ -177,13 +177,15 @@ final class Renderer {
         xcb_flush(connection)
     }
 
-    /// Copies part of the back buffer to the window again, unchanged: the right half of the
-    /// counter's panel on even frames, the right half of the top band of bars (where the recording
-    /// indicator is) on odd ones. Together less than half the screen; their box, more than half.
+    /// Copies part of the back buffer to the window again, unchanged: the right quarter of the
+    /// counter's panel on even frames, the right quarter of the top band of bars (where the
+    /// recording indicator is) on odd ones. Both together, and the box around them, stay under half
+    /// the screen: the capture compares such reads (a repaint of half the screen or more counts as
+    /// a change, as a video's does).
     func repaint(frame n: Int) {
-        let half = width / 2, panel = layout.panel
-        let area = n % 2 == 0 ? Layout.Rect(x: half, y: panel.y, width: width - half, height: panel.height)
-                              : Layout.Rect(x: half, y: 0, width: width - half, height: layout.topBandBottom)
+        let left = width * 3 / 4, panel = layout.panel
+        let area = n % 2 == 0 ? Layout.Rect(x: left, y: panel.y, width: width - left, height: panel.height)
+                              : Layout.Rect(x: left, y: 0, width: width - left, height: layout.topBandBottom)
         xcb_copy_area(connection, pixmap, window, gc, Int16(area.x), Int16(area.y), Int16(area.x), Int16(area.y),
                       UInt16(area.width), UInt16(area.height))
         xcb_flush(connection)

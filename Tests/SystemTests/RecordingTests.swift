@@ -469,13 +469,13 @@ extension SystemTests {
         @Test("a client repainting the same pixels every frame damages the screen but adds no frames to encode",
               .timeLimit(.minutes(2)), arguments: [30, 10])
         func repaintsWithoutChange(fps: Int) async throws {
-            // 120 repaints in 4 s, alternately of the right halves of the counter's panel and of the top
-            // band (where the indicator is): what reaches the encoder is the first picture, the
+            // 120 repaints in 4 s, alternately of the right quarters of the counter's panel and of the
+            // top band (where the indicator is): what reaches the encoder is the first picture, the
             // once-a-second repeats and the one push of the first picture through libx264 (about a
-            // dozen), not 120. At 10 fps every read finds both repainted: read as their box (more than
-            // half the screen), and still compared, since what was damaged is less than half. (Before,
-            // the box's size decided, and every such read counted as a change: 40 frames at 10 fps, and
-            // in CI at 30 fps, where two repaints sometimes fall in one read, 56.)
+            // dozen), not 120. At 10 fps every read finds both repainted, read as their box (a quarter
+            // of the screen) and compared. (The content used to repaint the whole panel and band, 62 %
+            // of the screen when one read held both, which the capture rightly takes for a video: 40
+            // frames at 10 fps, and 56 in a CI run at 30 fps, where two repaints sometimes share a read.)
             let configuration = TestEnvironment.Configuration(content: .init(mode: .repainting, audio: false))
             try await TestEnvironment.with(configuration) { environment in
                 let file = environment.outputPath("repainted.mp4")
