@@ -21,7 +21,7 @@ struct PooledPictureTests {
         try await TestEnvironment.with(TestEnvironment.Configuration(width: width, height: height, audio: .deadServer, content: content)) { environment in
             let file = environment.outputPath("pooled.mp4")
             let engine = try await RecordingEngine.prepare(
-                configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 4),
+                configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 6),
                 logger: logger)
             try engine.attach(try MovieWriter(path: file, logger: logger))
             try await engine.run()
