@@ -65,11 +65,15 @@ struct IngestPipeline {
     /// Closes the last fragment and ends the live stream.
     mutating func finish() async {
         relay?.close()
-        if let muxer {
-            let fragments = (try? await threadPool.runIfActive { try muxer.muxer.flush() }) ?? []
-            for fragment in fragments { stream.publish(fragment) }
-        }
+        try? await flushMuxer()
         stream.end()
+    }
+
+    /// Writes what the muxer holds and publishes its last fragment.
+    private func flushMuxer() async throws {
+        guard let muxer else { return }
+        let fragments = try await threadPool.runIfActive { try muxer.muxer.flush() }
+        for fragment in fragments { stream.publish(fragment) }
     }
 
     private mutating func noteConfiguration(_ message: RTMPMessage) throws {
@@ -111,10 +115,7 @@ struct IngestPipeline {
     /// the first picture of the new size (a keyframe: an encoder starts again with one).
     private mutating func changeVideoConfiguration(_ avcC: AVCDecoderConfigurationRecord) async throws {
         let sps = try H264SequenceParameterSet(decoding: avcC.sequenceParameterSets[0])
-        if let muxer {
-            let fragments = try await threadPool.runIfActive { try muxer.muxer.flush() }
-            for fragment in fragments { stream.publish(fragment) }
-        }
+        try await flushMuxer()
         let before = video.map { "\($0.sps.width)x\($0.sps.height)" } ?? "none"
         logger.info("H.264 configuration changed: viewers get the new one", metadata: ["from": "\(before)", "size": "\(sps.width)x\(sps.height)"])
         video = (avcC, sps)

@@ -35,8 +35,7 @@ extension ApplicationCaptureTests {
         let configuration = TestEnvironment.Configuration(width: 320, height: 180, audio: .pulseAudio, content: nil)
         try await TestEnvironment.with(configuration) { environment in
             let pulse = try #require(environment.pulse)
-            // The engine runs in this process: its PulseAudio is the test's private one.
-            for (key, value) in pulse.clientEnvironment where key != "HOME" { setenv(key, value, 1) }
+            Self.useTheTestsPulseAudio(environment)
             let plain = try await TestApp.start(on: environment.xvfb, pulseEnvironment: pulse.clientEnvironment,
                                                 options: TestApp.Options(colour: 0x0000ff, rect: PixelRect(x: 200, y: 20, width: 100, height: 80),
                                                                          tone: Self.heard))

@@ -19,7 +19,7 @@ extension ApplicationCaptureTests {
     @Test func aSinkInputSourceIsMadeAndLetGoManyTimesWhileItsStreamsDeliver() async throws {
         let configuration = TestEnvironment.Configuration(width: 320, height: 180, audio: .pulseAudio, content: nil)
         try await TestEnvironment.with(configuration) { environment in
-            for (key, value) in environment.pulse?.clientEnvironment ?? [:] where key != "HOME" { setenv(key, value, 1) }
+            Self.useTheTestsPulseAudio(environment)
             let app = try await TestApp.start(on: environment.xvfb, pulseEnvironment: environment.pulse?.clientEnvironment,
                                               options: TestApp.Options(colour: 0xff0000, rect: PixelRect(x: 10, y: 10, width: 100, height: 60),
                                                                        tone: 700))

@@ -17,6 +17,12 @@ struct ApplicationCaptureTests {
     static let toneA = 500.0, toneB = 1500.0
     let logger = Logger(label: "test.app-capture")
 
+    /// Points this process's PulseAudio variables at the environment's private server: the engine
+    /// and the sound sources run in this process. (Why this suite is serialized.)
+    static func useTheTestsPulseAudio(_ environment: TestEnvironment) {
+        for (key, value) in environment.pulse?.clientEnvironment ?? [:] where key != "HOME" { setenv(key, value, 1) }
+    }
+
     static func environment() -> TestEnvironment.Configuration {
         TestEnvironment.Configuration(width: 480, height: 270, audio: .pulseAudio, content: nil)
     }
@@ -25,8 +31,7 @@ struct ApplicationCaptureTests {
     func record(_ video: VideoSource, audio: [AudioSource] = [], seconds: Double, name: String,
                 in environment: TestEnvironment) async throws -> String {
         let file = environment.outputPath(name)
-        // The engine runs in this process: its PulseAudio is the test's private one.
-        for (key, value) in environment.pulse?.clientEnvironment ?? [:] where key != "HOME" { setenv(key, value, 1) }
+        Self.useTheTestsPulseAudio(environment)
         let engine = try await RecordingEngine.prepare(
             configuration: EngineConfiguration(video: video, audio: audio, audioRequired: !audio.isEmpty, durationSeconds: seconds,
                                                quality: .low, encoder: .x264),

@@ -28,14 +28,7 @@ struct EngineDestinationsTests {
     @Test func oneCaptureFeedsAFileAndALiveStream() async throws {
         let logger = Logger(label: "test.engine")
         try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 360, audio: .deadServer)) { environment in
-            let nginx = try await NginxRTMPServer.start()
-            do {
-                try await run(environment: environment, nginx: nginx, logger: logger)
-            } catch {
-                await nginx.stop()
-                throw error
-            }
-            await nginx.stop()
+            try await NginxRTMPServer.with { nginx in try await run(environment: environment, nginx: nginx, logger: logger) }
         }
     }
 
