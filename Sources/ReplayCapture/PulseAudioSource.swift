@@ -13,17 +13,11 @@ import Foundation
 /// the log; the mixer fills or trims the difference, counted.
 package final class PulseAudioSource: @unchecked Sendable {
     package enum Device: Sendable {
-        /// What the computer plays: the default sink's monitor.
-        case systemAudio
-        /// The default source: the microphone.
+        /// The default source: the microphone. (What the computer plays is `SystemSoundSource`, read
+        /// on the connection that follows the sink-inputs.)
         case microphone
 
-        var pulseName: String? {
-            switch self {
-            case .systemAudio: "@DEFAULT_MONITOR@"
-            case .microphone: nil
-            }
-        }
+        var pulseName: String? { nil }
     }
 
     package static let sampleRate = 48_000
@@ -45,7 +39,7 @@ package final class PulseAudioSource: @unchecked Sendable {
         var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max,
                                         minreq: UInt32.max, fragsize: chunkBytes)
         var error: Int32 = 0
-        let streamName = device == .systemAudio ? "system audio" : "microphone"
+        let streamName = "microphone"
         guard let stream = pa_simple_new(nil, applicationName, PA_STREAM_RECORD, device.pulseName, streamName,
                                          &spec, nil, &attributes, &error) else {
             throw AudioError(message: String(cString: pa_strerror(error)))
@@ -53,17 +47,6 @@ package final class PulseAudioSource: @unchecked Sendable {
         self.stream = stream
         self.device = device
         self.logger = logger
-    }
-
-    /// How long after it arrives a monitor's sample is heard (ns): a sink renders ahead of what is
-    /// heard by its latency, so its monitor's samples are stamped that much later and a sound lines
-    /// up with the picture it goes with. Asked once the stream flows (a sink lowers its latency
-    /// when our low-latency stream joins); 0 for a microphone.
-    private func renderAhead() -> Int64 {
-        guard device == .systemAudio, let latency = PulseIntrospection.defaultSinkLatency() else { return 0 }
-        let ahead = min(latency, 200_000_000)
-        logger.info("audio systemAudio: the default sink renders \(latency / 1_000) µs ahead; monitor samples are stamped that much later")
-        return ahead
     }
 
     deinit {
@@ -84,7 +67,7 @@ package final class PulseAudioSource: @unchecked Sendable {
             self.readLoop()
             self.done.signal()
         }
-        thread.name = "replayd-audio-\(device == .systemAudio ? "system" : "mic")"
+        thread.name = "replayd-audio-mic"
         thread.start()
     }
 
@@ -112,7 +95,6 @@ package final class PulseAudioSource: @unchecked Sendable {
         var clock = ArrivalClock(sampleRate: Self.sampleRate)
         var held: [[Float]] = []   // chunks read before the live edge was found
         var delivered: Int64 = 0
-        var ahead: Int64?
         var sink: AudioSink?   // fetched from `sinkSlot` until installed, then kept: it never changes
         while !stopping.load(ordering: .relaxed) {
             var error: Int32 = 0
@@ -133,8 +115,7 @@ package final class PulseAudioSource: @unchecked Sendable {
                 held.append(buffer)
                 continue
             }
-            if ahead == nil { ahead = renderAhead() }
-            let anchor = clockAnchor + (ahead ?? 0)
+            let anchor = clockAnchor
             for chunk in held {
                 chunk.withUnsafeBufferPointer { sink(anchor, delivered, $0, latency) }
                 delivered += Int64(frames)

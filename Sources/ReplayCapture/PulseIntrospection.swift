@@ -9,28 +9,11 @@ package enum PulseIntrospection {
         var done = false
     }
 
-    /// The default sink's latency in nanoseconds: how long after a monitor delivers a sample it is
-    /// heard (a sink renders ahead by this much). Nil when the server cannot say within ~1 s.
-    static func defaultSinkLatency(server: String? = nil) -> Int64? {
-        let latency: UInt64? = ask(server: server) { context, answer in
-            pa_context_get_sink_info_by_name(context, "@DEFAULT_SINK@", { _, info, eol, userdata in
-                let answer = Unmanaged<Answer<UInt64>>.fromOpaque(userdata!).takeUnretainedValue()
-                if eol != 0 {
-                    answer.done = true
-                } else if let info {
-                    // What is queued in the sink now: rendered (and seen by its monitor), not yet heard.
-                    answer.value = info.pointee.latency
-                }
-            }, answer)
-        }
-        return latency.map { Int64($0) * 1000 }
-    }
-
     /// The name of the default source when it is a sink's monitor (what the computer plays, which
     /// PulseAudio makes the default where no microphone is plugged in); nil for a real source, or
     /// when the server cannot say.
-    package static func defaultSourceIfMonitor() -> String? {
-        ask { context, answer in
+    package static func defaultSourceIfMonitor(server: String? = nil) -> String? {
+        ask(server: server) { context, answer in
             pa_context_get_source_info_by_name(context, "@DEFAULT_SOURCE@", { _, info, eol, userdata in
                 let answer = Unmanaged<Answer<String>>.fromOpaque(userdata!).takeUnretainedValue()
                 if eol != 0 {

@@ -29,6 +29,8 @@ extension PulseAudioSource: AudioCaptureSource {
 /// - `.unprotected`: every sink-input (what the system mix is built from while a protected one plays).
 /// Sink-inputs with `openreplaykit.protected=1` are never recorded. Sink-inputs that appear later
 /// are followed (subscription); one that goes away contributes silence from then on.
+/// `.unprotected` also reads the system sound on its connection (`systemSound()`), held while an
+/// announced sink-input has not been looked at.
 ///
 /// Threads: PulseAudio's threaded main loop runs the context and the monitor streams (a
 /// `SinkInputMonitor`: their chunks go into one buffer per sink-input); a pacing thread of ours
@@ -57,20 +59,23 @@ package final class SinkInputAudioSource: AudioCaptureSource, @unchecked Sendabl
     fileprivate static let chunk = 480             // frames per 10 ms
     private static let prime = 1_440               // frames a buffer holds before it is drawn from (30 ms)
     fileprivate static let ceiling = 14_400        // frames beyond which the oldest are dropped (300 ms)
+    fileprivate static let heldCeiling = 480_000   // system sound held beyond this is dropped, oldest first (10 s)
     /// How far behind the clock chunks are cut: the server's fragments and scheduling jitter.
     private static let delay: Int64 = 60_000_000
 
     private let logger: Logger
     /// PulseAudio's side. Its callbacks reach it and never this object, and this object's deinit
     /// stops PulseAudio's thread before letting it go: no callback meets anything being torn down.
-    private let monitor: SinkInputMonitor
+    fileprivate let monitor: SinkInputMonitor
     private let stopping = Atomic<Bool>(false)
     private let sinkSlot = AudioSinkSlot()
     private let done = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
 
-    /// When a protected sink-input began to exist (none before) or the last one ceased to
-    /// (monotonic ns), oldest first.
+    /// When protection began (a protected sink-input, none before: from its announcement) and
+    /// ended (the last one gone), monotonic ns, in the order learnt. Begins and ends pair up and may
+    /// nest: a sink-input that went away before it could be looked at adds a begin (its announcement)
+    /// and an end (now), whatever else is protected.
     package func protectionHistory() -> [(time: Int64, active: Bool)] {
         monitor.protectionChanges.withLock { $0 }
     }
@@ -79,6 +84,22 @@ package final class SinkInputAudioSource: AudioCaptureSource, @unchecked Sendabl
     package var protectedActive: Bool { monitor.protectedNow.load(ordering: .acquiring) }
 
     package var hasData: Bool { monitor.ready.load(ordering: .acquiring) }
+
+    /// How long the question about an announced sink-input waits before it is asked (ms; 0, the
+    /// default, asks at once). Tests set it to show that the system sound is held, not let through,
+    /// while the answer is on its way.
+    package static var lookupDelayForTests: Int {
+        get { lookupDelay.load(ordering: .relaxed) }
+        set { lookupDelay.store(newValue, ordering: .relaxed) }
+    }
+    fileprivate static let lookupDelay = Atomic<Int>(0)
+
+    /// The system sound (the default sink's monitor) read on this source's own connection, for the
+    /// system mix that this source (`.unprotected`) stands in for while a protected sink-input plays.
+    package func systemSound() -> SystemSoundSource {
+        precondition(selection == .unprotected, "the system sound goes with the unprotected sink-inputs' mix")
+        return SystemSoundSource(owner: self)
+    }
 
     /// Connects to the server (its reason when it can't) and starts following sink-inputs.
     package init(selection: Selection, logger: Logger) throws(AudioError) {
@@ -156,6 +177,36 @@ package final class SinkInputAudioSource: AudioCaptureSource, @unchecked Sendabl
     }
 }
 
+/// What the computer plays: the default sink's monitor, read on the same PulseAudio connection as
+/// the subscription to sink-inputs of the unprotected mix it belongs to
+/// (`SinkInputAudioSource.systemSound()`).
+///
+/// Why one connection: the server announces a new sink-input (its subscription event, sent from its
+/// main loop as the sink-input is made) before any of that sink-input's sound can be in the sink's
+/// monitor (its client sends the sound only after the answer to its creation), and one connection
+/// keeps that order up to PulseAudio's thread here. A chunk of the monitor that comes while an
+/// announced sink-input has not been looked at yet (or before the first list of them) is held until
+/// it has: when a chunk reaches the recording, the protection history already says whether a
+/// protected sink-input may be in it, and no timing margin decides. So the system sound is cut as
+/// soon as the monitor has sent it, not paced behind the unprotected mix.
+///
+/// Timing as `PulseAudioSource`'s: `ArrivalClock` from when the chunks arrive, and the sink's
+/// latency added (its monitor's samples are heard that much later).
+package final class SystemSoundSource: AudioCaptureSource, @unchecked Sendable {
+    /// Keeps the connection (and its PulseAudio thread) for as long as this source is used.
+    private let owner: SinkInputAudioSource
+    package var name: String { "systemAudio" }
+    package var hasData: Bool { owner.monitor.systemHasData.load(ordering: .acquiring) }
+
+    fileprivate init(owner: SinkInputAudioSource) {
+        self.owner = owner
+    }
+
+    package func start() { owner.monitor.startSystemStream() }
+    package func deliver(to sink: @escaping AudioSink) { owner.monitor.systemSink.set(sink) }
+    package func stop() { owner.monitor.systemStopped.store(true, ordering: .releasing) }
+}
+
 /// One sink-input's samples, between PulseAudio's thread and the pacing thread.
 private struct StreamBuffer {
     var samples: [Float] = []
@@ -181,7 +232,25 @@ private final class SinkInputMonitor: @unchecked Sendable {
     private var members: Set<Int32> = []
     private var listed = false
     private var closed = false
-    // Shared with the source:
+    /// Sink-inputs announced (new or changed) that have not been looked at yet, with when each was
+    /// first announced: one of them may be protected.
+    private var announced: [UInt32: Int64] = [:]
+    /// When this connection was made: a protected sink-input in the first list may have played since.
+    private let connectedAt = MonotonicClock.now()
+    // The system sound (`SystemSoundSource`), main-loop thread only:
+    private var systemStream: OpaquePointer?
+    private var systemClock = ArrivalClock(sampleRate: SinkInputAudioSource.rate)
+    private var systemLastRead: Int64?
+    private var systemHeld: [[Float]] = []
+    private var systemHeldFrames = 0
+    private var systemHeldDropped = 0
+    private var systemDelivered: Int64 = 0
+    private var systemAhead: Int64?
+    private var systemAskedAhead = false
+    // Shared with the sources:
+    let systemSink = AudioSinkSlot()
+    let systemHasData = Atomic<Bool>(false)
+    let systemStopped = Atomic<Bool>(false)
     let buffers = Mutex<[UInt32: StreamBuffer]>([:])
     let ready = Atomic<Bool>(false)
     /// When a protected sink-input began or ceased to exist (monotonic ns, any protected now).
@@ -189,6 +258,16 @@ private final class SinkInputMonitor: @unchecked Sendable {
     let protectedNow = Atomic<Bool>(false)
 
     private var name: String { selection.name }
+
+    /// One question about one announced sink-input, in its callbacks (released at its end).
+    private final class Lookup {
+        let index: UInt32
+        unowned let owner: SinkInputMonitor
+        init(index: UInt32, owner: SinkInputMonitor) {
+            self.index = index
+            self.owner = owner
+        }
+    }
 
     /// Identifies a monitor stream in its read callback.
     private final class StreamTag {
@@ -261,6 +340,12 @@ private final class SinkInputMonitor: @unchecked Sendable {
             pa_stream_unref(stream)
         }
         streams = [:]
+        if let systemStream {
+            pa_stream_set_read_callback(systemStream, nil, nil)
+            pa_stream_disconnect(systemStream)
+            pa_stream_unref(systemStream)
+            self.systemStream = nil
+        }
         for tag in tags.values { tag.release() }
         tags = [:]
         pa_context_disconnect(context)
@@ -278,25 +363,73 @@ private final class SinkInputMonitor: @unchecked Sendable {
         guard event & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue else { return }
         if event & PA_SUBSCRIPTION_EVENT_TYPE_MASK.rawValue == PA_SUBSCRIPTION_EVENT_REMOVE.rawValue {
             endStream(index)
-            setProtected(index, false)
+            setProtected(index, false, since: MonotonicClock.now())
+            // One still announced stays so until its question is answered (it will be, if only
+            // with "no such sink-input"): what it played meanwhile is held until then.
             return
         }
-        // New, or changed (its properties may now say protected): look again.
-        if let operation = pa_context_get_sink_input_info(context, index, { _, info, eol, userdata in
-            guard eol == 0, let info else { return }
-            Unmanaged<SinkInputMonitor>.fromOpaque(userdata!).takeUnretainedValue().consider(info)
-        }, Unmanaged.passUnretained(self).toOpaque()) { pa_operation_unref(operation) }
+        // New, or changed (its properties may now say protected): the system sound is held from
+        // now until it has been looked at again.
+        if announced[index] == nil { announced[index] = MonotonicClock.now() }
+        let lookup = Unmanaged.passRetained(Lookup(index: index, owner: self))
+        let delay = SinkInputAudioSource.lookupDelay.load(ordering: .relaxed)
+        if delay > 0 {
+            // Tests: the question waits on PulseAudio's own timer (its thread goes on reading the monitor).
+            _ = pa_context_rttime_new(context, pa_rtclock_now() + UInt64(delay) * 1000, { api, event, _, userdata in
+                api?.pointee.time_free(event)
+                let lookup = Unmanaged<Lookup>.fromOpaque(userdata!)
+                lookup.takeUnretainedValue().owner.ask(lookup)
+            }, lookup.toOpaque())
+        } else {
+            ask(lookup)
+        }
+    }
+
+    /// Asks the server about one announced sink-input; the answer (or its absence) settles it.
+    private func ask(_ lookup: Unmanaged<Lookup>) {
+        let asked = pa_context_get_sink_input_info(context, lookup.takeUnretainedValue().index, { _, info, eol, userdata in
+            let lookup = Unmanaged<Lookup>.fromOpaque(userdata!)
+            let (owner, index) = (lookup.takeUnretainedValue().owner, lookup.takeUnretainedValue().index)
+            if eol == 0, let info {
+                owner.consider(info, since: owner.announced[index] ?? MonotonicClock.now())
+                owner.settle(index, answered: true)
+            } else {
+                owner.settle(index, answered: false)
+            }
+            // The end of the answer (after the info, or alone): the question is over.
+            if eol != 0 { lookup.release() }
+        }, lookup.toOpaque())
+        if let asked {
+            pa_operation_unref(asked)
+        } else {
+            settle(lookup.takeUnretainedValue().index, answered: false)
+            lookup.release()
+        }
+    }
+
+    /// The announced sink-input `index` has been looked at. When the server could not say what it
+    /// was (it went away first), it is counted protected from its announcement until now: it may
+    /// have played into the held sound. Then the held system sound goes on, if nothing else is pending.
+    private func settle(_ index: UInt32, answered: Bool) {
+        guard let since = announced.removeValue(forKey: index) else { return }
+        if !answered, !protectedInputs.contains(index) {
+            protectionChanges.withLock { $0.append(contentsOf: [(since, true), (MonotonicClock.now(), false)]) }
+            logger.info("a sink-input went away before it could be looked at: the system sound leaves out its moment as if it were protected")
+        }
+        flushSystemSound()
     }
 
     private func listDone() {
         listed = true
         if streams.isEmpty { ready.store(true, ordering: .releasing) }
+        flushSystemSound()
     }
 
-    private func consider(_ info: UnsafePointer<pa_sink_input_info>) {
+    private func consider(_ info: UnsafePointer<pa_sink_input_info>, since: Int64? = nil) {
         let index = info.pointee.index
         let isProtected = pa_proplist_gets(info.pointee.proplist, "openreplaykit.protected").map { String(cString: $0) } == "1"
-        setProtected(index, isProtected)
+        // One in the first list may have played since before this connection.
+        setProtected(index, isProtected, since: since ?? connectedAt)
         let wanted: Bool
         switch selection {
         case .unprotected:
@@ -314,14 +447,114 @@ private final class SinkInputMonitor: @unchecked Sendable {
         }
     }
 
-    private func setProtected(_ index: UInt32, _ on: Bool) {
+    /// `since`: when it began (or ceased) to be protected, as near as is known: for one that
+    /// becomes protected, its announcement (its sound can only follow that), never later.
+    private func setProtected(_ index: UInt32, _ on: Bool, since: Int64) {
         let before = !protectedInputs.isEmpty
         if on { protectedInputs.insert(index) } else { protectedInputs.remove(index) }
         let after = !protectedInputs.isEmpty
         guard before != after else { return }
         protectedNow.store(after, ordering: .releasing)
-        protectionChanges.withLock { $0.append((MonotonicClock.now(), after)) }
+        protectionChanges.withLock { $0.append((since, after)) }
         logger.info("a protected sink-input \(after ? "plays: it is left out of the system sound" : "is gone")")
+    }
+
+    // MARK: The system sound (main-loop thread)
+
+    /// Connects the default sink's monitor on this connection. Once, from `SystemSoundSource.start()`.
+    func startSystemStream() {
+        pa_threaded_mainloop_lock(mainloop)
+        defer { pa_threaded_mainloop_unlock(mainloop) }
+        guard systemStream == nil, !closed else { return }
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(SinkInputAudioSource.rate), channels: 2)
+        guard let stream = pa_stream_new(context, "system audio", &spec, nil) else {
+            logger.error("audio systemAudio: cannot make a stream: \(String(cString: pa_strerror(pa_context_errno(context))))")
+            return
+        }
+        pa_stream_set_read_callback(stream, { stream, _, userdata in
+            Unmanaged<SinkInputMonitor>.fromOpaque(userdata!).takeUnretainedValue().systemReadable(stream!)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        // 10 ms fragments, the latency adjusted to them (as pa_simple asks).
+        let bytes = UInt32(SinkInputAudioSource.chunk * 2 * MemoryLayout<Float>.size)
+        var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: bytes)
+        let flags = pa_stream_flags_t(rawValue: PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_INTERPOLATE_TIMING.rawValue
+                                      | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
+        guard pa_stream_connect_record(stream, "@DEFAULT_MONITOR@", &attributes, flags) >= 0 else {
+            logger.error("audio systemAudio: cannot record the default sink's monitor: \(String(cString: pa_strerror(pa_context_errno(context))))")
+            pa_stream_unref(stream)
+            return
+        }
+        systemStream = stream
+    }
+
+    private func systemReadable(_ stream: OpaquePointer) {
+        let now = MonotonicClock.now()
+        var chunk: [Float] = []
+        var data: UnsafeRawPointer?
+        var length = 0
+        while pa_stream_peek(stream, &data, &length) == 0, length > 0 {
+            if let data {
+                chunk.append(contentsOf: UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: length / MemoryLayout<Float>.size))
+            } else {
+                // A hole in the record stream: silence of its length.
+                chunk.append(contentsOf: repeatElement(0, count: length / MemoryLayout<Float>.size))
+            }
+            pa_stream_drop(stream)
+        }
+        guard chunk.count >= 2, !systemStopped.load(ordering: .relaxed) else { return }
+        systemHasData.store(true, ordering: .releasing)
+        // As a blocking read would see it: a callback that comes after a pause found the server's
+        // backlog gone, so the chunk before it was the freshest when it came.
+        if let shift = systemClock.chunkArrived(frames: Int64(chunk.count / 2), readStarted: systemLastRead ?? now, readEnded: now) {
+            logger.notice("audio systemAudio drifted \(shift / 1_000_000) ms from the clock; re-anchored")
+        }
+        systemLastRead = now
+        if !systemAskedAhead {
+            // Asked once the stream flows: a sink lowers its latency when our low-latency stream joins.
+            systemAskedAhead = true
+            let asked = pa_context_get_sink_info_by_name(context, "@DEFAULT_SINK@", { _, info, eol, userdata in
+                let monitor = Unmanaged<SinkInputMonitor>.fromOpaque(userdata!).takeUnretainedValue()
+                if eol == 0, let info {
+                    monitor.systemAhead = min(Int64(info.pointee.latency) * 1000, 200_000_000)
+                    monitor.logger.info("audio systemAudio: the default sink renders \(info.pointee.latency) µs ahead; monitor samples are stamped that much later")
+                } else if monitor.systemAhead == nil {
+                    monitor.systemAhead = 0
+                }
+                monitor.flushSystemSound()
+            }, Unmanaged.passUnretained(self).toOpaque())
+            if let asked { pa_operation_unref(asked) } else { systemAhead = 0 }
+        }
+        systemHeld.append(chunk)
+        systemHeldFrames += chunk.count / 2
+        // Held for long (no sink yet, or a server that does not answer): the oldest go, counted.
+        while systemHeldFrames > SinkInputAudioSource.heldCeiling, systemHeld.count > 1 {
+            let oldest = systemHeld.removeFirst()
+            systemHeldFrames -= oldest.count / 2
+            systemHeldDropped += oldest.count / 2
+            systemDelivered += Int64(oldest.count / 2)
+        }
+        flushSystemSound()
+    }
+
+    /// Hands the held system sound on, in order, once nothing announced is waiting to be looked at,
+    /// the first list has come, the stream is placed on the clock and the recording takes it.
+    private func flushSystemSound() {
+        guard !systemHeld.isEmpty, listed, announced.isEmpty, !systemStopped.load(ordering: .relaxed),
+              let anchor = systemClock.anchor, let ahead = systemAhead, let sink = systemSink.current else { return }
+        if systemHeldDropped > 0 {
+            logger.warning("audio systemAudio: \(systemHeldDropped) samples held too long were dropped")
+            systemHeldDropped = 0
+        }
+        var latency: pa_usec_t = 0
+        var negative: Int32 = 0
+        let reported = systemStream.map { pa_stream_get_latency($0, &latency, &negative) >= 0 } ?? false
+        let latencyNanoseconds = reported && negative == 0 ? Int64(latency) * 1000 : 0
+        for chunk in systemHeld {
+            chunk.withUnsafeBufferPointer { sink(anchor + ahead, systemDelivered, $0, latencyNanoseconds) }
+            systemDelivered += Int64(chunk.count / 2)
+        }
+        systemHeld.removeAll(keepingCapacity: true)
+        systemHeldFrames = 0
     }
 
     private func beginStream(_ index: UInt32) {

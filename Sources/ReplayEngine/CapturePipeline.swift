@@ -18,6 +18,8 @@ final class CapturePipeline: @unchecked Sendable {
     /// Which of `sources` make each track (one per configured source, or one for the mix).
     private let trackSources: [[Int]]
     private let microphoneIndex: Int?
+    /// The unprotected sink-inputs' mix (the system sound while a protected sink-input plays), if any.
+    private let unprotectedMixIndex: Int?
     private let audioEncoders: [AudioEncoder]
     private let audioTrackNames: [String]
     private let logger: Logger
@@ -63,6 +65,7 @@ final class CapturePipeline: @unchecked Sendable {
         self.roles = roles
         self.sources = roles.map(\.source)
         self.microphoneIndex = roles.firstIndex { if case .microphone = $0 { true } else { false } }
+        self.unprotectedMixIndex = roles.firstIndex { if case .unprotectedMix = $0 { true } else { false } }
         var perEntry: [[Int]] = []
         var next = 0
         for entry in sources {
@@ -232,7 +235,7 @@ final class CapturePipeline: @unchecked Sendable {
         }
         let counters = mixer.withLock { $0.perSourceCounters }
         for (source, counter) in zip(sources, counters) where counter != AudioMixer.Counters() {
-            logger.info("audio \(source.name): \(counter.silenceFilled) samples of silence filled in, \(counter.discarded) late samples discarded")
+            logger.info("audio \(source.name): \(counter.silenceFilled) samples of silence filled in, \(counter.discarded) late samples discarded, \(counter.notWaitedFor) not waited for (silent there)")
         }
         logger.info("capture finished: \(framesWritten.load(ordering: .relaxed)) frames, \(framesDropped.load(ordering: .relaxed)) dropped, \(statistics().bytesWritten) bytes")
         return failure.withLock { $0 }
@@ -412,9 +415,16 @@ final class CapturePipeline: @unchecked Sendable {
             let end = endTime.load(ordering: .acquiring)
             let endPosition = end == 0 ? Int64.max : Self.samples(from: start, to: end)
             let now = Self.samples(from: start, to: MonotonicClock.now())
-            while let block = mixer.withLock({ mixer in mixer.cursor < endPosition ? mixer.nextBlock(now: now) : nil }) {
-                // One look at the microphone switches and the protection history per block, for both.
-                let gains = gains(at: block.position)
+            // Whether a protected sink-input is near the block is decided with the cut, once: the
+            // unprotected mix is waited for only there, and the gains follow the same answer.
+            while let (block, protected) = mixer.withLock({ mixer -> ((position: Int64, sources: [[Float]]), Bool)? in
+                guard mixer.cursor < endPosition else { return nil }
+                let protected = protectedActive(from: mixer.cursor, count: Int64(mixer.blockSize))
+                let unwaited: Set<Int> = protected ? [] : unprotectedMixIndex.map { [$0] } ?? []
+                return mixer.nextBlock(now: now, unwaited: unwaited).map { ($0, protected) }
+            }) {
+                // One look at the microphone switches per block, for both the taps and the encoders.
+                let gains = gains(at: block.position, protected: protected)
                 tapAudio(block, gains: gains, start: start)
                 guard !failed, encoding else { continue }
                 do throws(MediaError) { try encode(block, gains: gains) } catch {
@@ -457,12 +467,12 @@ final class CapturePipeline: @unchecked Sendable {
         }
     }
 
-    /// Each source's gain for the block at `position`: the microphone 0 while it is off; while a
-    /// protected sink-input plays (and half a second after: the sink's monitor may still hold its
-    /// last sound), the system sound is the unprotected sink-inputs' mix instead of the monitor.
-    private func gains(at position: Int64) -> [Float] {
+    /// Each source's gain for the block at `position`: the microphone 0 while it is off; where
+    /// `protected` (a protected sink-input plays, or did half a second before: the sink's monitor may
+    /// still hold its last sound), the system sound is the unprotected sink-inputs' mix instead of
+    /// the monitor.
+    private func gains(at position: Int64, protected: Bool) -> [Float] {
         let microphoneGain: Float = microphoneActive(at: position) ? 1 : 0
-        let protected = protectedActive(from: position, count: Int64(mixer.withLock { $0.blockSize }))
         return roles.map { role in
             switch role {
             case .microphone: microphoneGain
@@ -491,15 +501,25 @@ final class CapturePipeline: @unchecked Sendable {
         var spans: [(start: Int64, end: Int64)] = []
         for role in roles {
             guard case .unprotectedMix(let source) = role else { continue }
-            let changes = source.protectionHistory()
-            var open: Int64?
-            for change in changes {
-                // A margin on both sides: from 100 ms before the server said so to 500 ms after.
+            // Begins and ends pair up, and may nest (a sink-input that went away before it could be
+            // looked at is one begin and end inside whatever else was protected, possibly from
+            // earlier): a span runs from its earliest begin to its latest end.
+            var depth = 0
+            var from: Int64 = 0, to: Int64 = 0
+            for change in source.protectionHistory() {
                 let at = Self.samples(from: start, to: change.time)
-                if change.active, open == nil { open = at - 4_800 }
-                if !change.active, let from = open { spans.append((from, at + 24_000)); open = nil }
+                if change.active {
+                    from = depth == 0 ? at : min(from, at)
+                    to = depth == 0 ? at : to
+                    depth += 1
+                } else if depth > 0 {
+                    depth -= 1
+                    to = max(to, at)
+                    // A margin on both sides: from 100 ms before it began to 500 ms after it ended.
+                    if depth == 0 { spans.append((from - 4_800, to + 24_000)) }
+                }
             }
-            if let from = open { spans.append((from, Int64.max)) }
+            if depth > 0 { spans.append((from - 4_800, Int64.max)) }
         }
         return spans.contains { $0.start < position + count && position < $0.end }
     }

@@ -83,9 +83,10 @@ public final class RecordingEngine: Sendable {
                 switch source {
                 case .systemMix:
                     // The sink's monitor, and beside it the unprotected sink-inputs one by one, which
-                    // stand in for it while a protected sink-input plays.
-                    sources.append((source, [.systemMonitor(try PulseAudioSource(device: .systemAudio, logger: logger)),
-                                             .unprotectedMix(try SinkInputAudioSource(selection: .unprotected, logger: logger))]))
+                    // stand in for it while a protected sink-input plays: one connection for both,
+                    // whose order tells the monitor's sound from the announcements of sink-inputs.
+                    let unprotected = try SinkInputAudioSource(selection: .unprotected, logger: logger)
+                    sources.append((source, [.systemMonitor(unprotected.systemSound()), .unprotectedMix(unprotected)]))
                 case .microphone:
                     sources.append((source, [.microphone(try PulseAudioSource(device: .microphone, logger: logger))]))
                 case .application(let scope):

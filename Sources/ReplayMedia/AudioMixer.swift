@@ -11,12 +11,16 @@ package struct AudioMixer: Sendable {
         package var silenceFilled = 0
         /// Samples a source delivered too late (their block was already cut) or twice (overlap).
         package var discarded = 0
+        /// Samples of a source that was not waited for (`nextBlock(now:unwaited:)`: its gain was 0
+        /// for that block), missing when the block was cut or dropped when they came later.
+        package var notWaitedFor = 0
         package init() {}
     }
 
     private struct Source: Sendable {
         var samples: [Float] = []      // interleaved
         var start: Int64? = nil        // position of samples[0]
+        var unwaitedThrough: Int64 = 0 // blocks before this were cut without waiting for it
         var end: Int64? { start.map { $0 + Int64(samples.count / AudioMixer.channels) } }
     }
 
@@ -51,7 +55,9 @@ package struct AudioMixer: Sendable {
         // Before the recording's start (pre-roll) or for blocks already cut: too late.
         if position < cursor {
             let skip = Int(min(Int64(input.count / Self.channels), cursor - position))
-            if position + Int64(skip) > 0 { count(discarded: Int(position + Int64(skip) - max(position, 0)), source: index) }
+            let notWaitedFor = Int(max(0, min(position + Int64(skip), sources[index].unwaitedThrough) - max(position, 0)))
+            perSourceCounters[index].notWaitedFor += notWaitedFor
+            if position + Int64(skip) > 0 { count(discarded: Int(position + Int64(skip) - max(position, 0)) - notWaitedFor, source: index) }
             input.removeFirst(skip * Self.channels)
             position += Int64(skip)
         }
@@ -92,12 +98,18 @@ package struct AudioMixer: Sendable {
     }
 
     /// The next block, one array of `blockSize` interleaved stereo samples per source, if every
-    /// source has reached its end or `now` (the live position) is `maximumWait` past it.
-    package mutating func nextBlock(now: Int64) -> (position: Int64, sources: [[Float]])? {
+    /// source has reached its end or `now` (the live position) is `maximumWait` past it. Sources in
+    /// `unwaited` are not waited for: what they have of the block is taken, the rest is silence
+    /// (counted as `notWaitedFor`, as are their samples for it that come later).
+    package mutating func nextBlock(now: Int64, unwaited: Set<Int> = []) -> (position: Int64, sources: [[Float]])? {
         let blockEnd = cursor + Int64(blockSize)
-        let unstarted = sources.contains { $0.start == nil }
+        // (By index, not through copies of the sources: a copy would share their samples' storage
+        // and make the cut below copy it.)
+        let unstarted = sources.indices.contains { !unwaited.contains($0) && sources[$0].start == nil }
         // Every source that has delivered reaches the block's end: only those that never did may be missing.
-        let startedThere = sources.allSatisfy { $0.start == nil || ($0.end ?? Int64.min) >= blockEnd }
+        let startedThere = sources.indices.allSatisfy {
+            unwaited.contains($0) || sources[$0].start == nil || (sources[$0].end ?? Int64.min) >= blockEnd
+        }
         let ready: Bool
         if !unstarted && startedThere {
             ready = true
@@ -120,7 +132,14 @@ package struct AudioMixer: Sendable {
                 sources[index].samples.removeFirst(have * Self.channels)
             }
             if sources[index].start != nil { sources[index].start = blockEnd }
-            if have < blockSize { count(silence: blockSize - have, source: index) }
+            if have < blockSize {
+                if unwaited.contains(index) {
+                    perSourceCounters[index].notWaitedFor += blockSize - have
+                    sources[index].unwaitedThrough = blockEnd
+                } else {
+                    count(silence: blockSize - have, source: index)
+                }
+            }
             blocks.append(block)
         }
         let position = cursor

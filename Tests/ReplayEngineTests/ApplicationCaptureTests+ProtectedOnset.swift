@@ -4,6 +4,7 @@ import Logging
 @testable import ReplayEngine
 @testable import ReplayMedia
 import ReplayTesting
+import ReplayCapture
 
 /// The privacy model's hardest moment for sound: a protected sink-input that *begins* while the
 /// system sound is recorded. Its first samples reach the sink's monitor a moment after PulseAudio
@@ -31,7 +32,14 @@ extension ApplicationCaptureTests {
         return result
     }
 
-    @Test func noBlockHoldsTheFirstSamplesOfAProtectedSoundThatBeginsMidRecording() async throws {
+    /// `lookupDelay`: how long (ms) replayd's question about each announced sink-input waits before
+    /// it is asked. At 300 ms, the protected players' first 300 ms reach the sink's monitor long before
+    /// replayd knows they are protected: the system sound must be held meanwhile, not let through
+    /// (let through, the tone stood 0.42 above its sides).
+    @Test(arguments: [0, 300])
+    func noBlockHoldsTheFirstSamplesOfAProtectedSoundThatBeginsMidRecording(lookupDelay: Int) async throws {
+        SinkInputAudioSource.lookupDelayForTests = lookupDelay
+        defer { SinkInputAudioSource.lookupDelayForTests = 0 }
         let configuration = TestEnvironment.Configuration(width: 320, height: 180, audio: .pulseAudio, content: nil)
         try await TestEnvironment.with(configuration) { environment in
             let pulse = try #require(environment.pulse)

@@ -51,6 +51,24 @@ import Testing
     /// Under load a source's first samples may come after the short wait cut past them: they are
     /// discarded (counted), and the source counts as started from then on, so that its next samples
     /// are waited for instead of being cut past, and discarded, for good.
+    /// A source not waited for (the unprotected mix while nothing protected plays: its gain is 0): the
+    /// block is cut as soon as the others reach its end; what it lacks there, and what it sends for
+    /// the block later, is counted as not waited for, never as silence filled or as loss. Waited
+    /// for again, it is waited for as any.
+    @Test func aSourceNotWaitedForIsCutWithoutItAndCountedApart() {
+        var mixer = AudioMixer(sourceCount: 2, blockSize: 4, maximumWait: 100)
+        mixer.append(source: 0, position: 0, samples: stereo(1, count: 8))
+        mixer.append(source: 1, position: 0, samples: stereo(0.5, count: 2))
+        #expect(mixer.nextBlock(now: 4) == nil, "waited for, it holds the block")
+        let block = mixer.nextBlock(now: 4, unwaited: [1])
+        #expect(block?.sources[0] == stereo(1, count: 4))
+        #expect(block?.sources[1] == stereo(0.5, count: 2) + stereo(0, count: 2), "what it had, then nothing")
+        mixer.append(source: 1, position: 2, samples: stereo(0.5, count: 6))
+        #expect(mixer.perSourceCounters[1].notWaitedFor == 4, "2 missing at the cut, 2 that came after it")
+        #expect(mixer.counters.silenceFilled == 0 && mixer.counters.discarded == 0)
+        #expect(mixer.nextBlock(now: 8)?.sources[1] == stereo(0.5, count: 4), "waited for again, it is there")
+    }
+
     @Test func aSourceWhoseFirstSamplesCameTooLateIsWaitedForAfterwards() {
         var mixer = AudioMixer(sourceCount: 1, blockSize: 4, maximumWait: 100, firstDataWait: 0)
         #expect(mixer.nextBlock(now: 4) != nil, "silence: nothing has been sent")
