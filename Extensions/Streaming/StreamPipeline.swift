@@ -175,10 +175,12 @@ public final class StreamPipeline: Sendable {
     }
 
     /// The computer's sound (0) and the microphone (1), waited for up to a quarter second once they
-    /// send; one that has sent nothing (the microphone is off) only 50 ms, so that the sound, and the
-    /// pictures the muxer interleaves with it, are not a quarter second late for a source that never comes.
+    /// send; one that has sent nothing (no microphone in this broadcast) is not waited for at all,
+    /// so that the sound, and the pictures the muxer interleaves with it, are not late for a source
+    /// that never comes (a 50 ms wait here held every picture 50 ms). replayd sends a block of both
+    /// at once, so a microphone that is part of the broadcast loses at most its first block (counted).
     static func makeMixer() -> AudioMixer {
-        AudioMixer(sourceCount: 2, blockSize: 1024, maximumWait: 12_000, firstDataWait: 2_400)
+        AudioMixer(sourceCount: 2, blockSize: 1024, maximumWait: 12_000, firstDataWait: 0)
     }
 
     private func drainAudio(_ state: inout State, now: Int64) {
