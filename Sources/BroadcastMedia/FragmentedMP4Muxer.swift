@@ -38,7 +38,8 @@ final class FragmentedMP4Muxer {
     private let audioFrameMilliseconds: Int64
 
     let initSegment: [UInt8]
-    let fragmentDuration: Int64
+    /// Changed between frames by its owner (the ingest follows the size of the audience).
+    var fragmentDuration: Int64
 
     // The fragment being filled.
     private var pendingPackets = 0

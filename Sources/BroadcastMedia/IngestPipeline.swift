@@ -21,6 +21,9 @@ struct IngestPipeline {
     let threadPool: NIOThreadPool
     let logger: Logger
     let fragmentDuration: Int64
+    /// Up to this many viewers (WebSocket players), every video frame is a fragment of its own:
+    /// the least latency, for three times the messages of 100 ms fragments; beyond, `fragmentDuration`.
+    let frameFragmentViewers: Int
     /// Where to re-publish the broadcast, if anywhere.
     let relay: RTMPRelay?
 
@@ -35,7 +38,9 @@ struct IngestPipeline {
     private(set) var rejectedTags = 0
     private var warnedRelayConfiguration = false
 
-    init(stream: LiveStream, threadPool: NIOThreadPool, logger: Logger, fragmentDuration: Int64 = 100, relay: RTMPRelay? = nil) {
+    init(stream: LiveStream, threadPool: NIOThreadPool, logger: Logger, fragmentDuration: Int64 = 100, frameFragmentViewers: Int = 0,
+         relay: RTMPRelay? = nil) {
+        self.frameFragmentViewers = frameFragmentViewers
         self.relay = relay
         self.stream = stream
         self.threadPool = threadPool
@@ -145,8 +150,10 @@ struct IngestPipeline {
             // The thumbnail decodes the latest keyframe when asked for; here it is only a reference swap.
             if keyframe, let video { stream.latestKeyframe.update(avcC: video.avcC.bytes, data: data) }
             relay?.enqueue(.video(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe))
+            let duration = stream.viewerCount <= frameFragmentViewers ? 0 : fragmentDuration
             let fragments = try await threadPool.runIfActive {
-                try muxer.muxer.writeVideo(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe)
+                muxer.muxer.fragmentDuration = duration
+                return try muxer.muxer.writeVideo(data, dts: dts, compositionTime: Int64(cts), keyframe: keyframe)
             }
             for fragment in fragments { stream.publish(fragment) }
         case .audio:

@@ -46,9 +46,13 @@ package struct RTMPIngestServer: Service {
         package var maximumMessageSize: Int
         /// Milliseconds of media per fMP4 fragment (lower is lower latency).
         package var fragmentDuration: Int64
+        /// Up to this many viewers of a broadcast, every video frame is its own fragment (0: never).
+        package var frameFragmentViewers: Int
 
         package init(host: String = "127.0.0.1", port: Int = 1935, setupTimeout: TimeAmount = .seconds(10),
-                    idleTimeout: TimeAmount = .seconds(15), maximumMessageSize: Int = 8 << 20, fragmentDuration: Int64 = 100) {
+                    idleTimeout: TimeAmount = .seconds(15), maximumMessageSize: Int = 8 << 20, fragmentDuration: Int64 = 100,
+                    frameFragmentViewers: Int = 0) {
+            self.frameFragmentViewers = frameFragmentViewers
             self.host = host
             self.port = port
             self.setupTimeout = setupTimeout
@@ -145,6 +149,7 @@ package struct RTMPIngestServer: Service {
                                     logger.info("RTMP publish started")
                                     pipeline = IngestPipeline(stream: publication.stream, threadPool: threadPool, logger: logger,
                                                               fragmentDuration: configuration.fragmentDuration,
+                                                              frameFragmentViewers: configuration.frameFragmentViewers,
                                                               relay: publication.relayURL.map { RTMPRelay(url: $0, logger: logger) })
                                 } else {
                                     logger.warning("RTMP publish refused: unknown or revoked stream key", metadata: ["key": "\(key.prefix(4))…"])

@@ -17,6 +17,9 @@ public struct BroadcastServiceConfiguration: Sendable {
     public var bcryptCost: UInt8
     /// Milliseconds of media per fMP4 fragment pushed to viewers.
     public var fragmentDuration: Int64
+    /// Up to this many viewers of a broadcast, every video frame is a fragment of its own (least
+    /// latency); beyond, `fragmentDuration` (a third of the messages per viewer). 0: never.
+    public var frameFragmentViewers: Int
     public var rtmpSetupTimeout: Duration
     public var rtmpIdleTimeout: Duration
     /// An RTMP URL to re-publish every broadcast to, `{id}` and `{user}` replaced (scale past one node).
@@ -28,7 +31,7 @@ public struct BroadcastServiceConfiguration: Sendable {
     public var httpLimits: HTTPLimits
 
     public init(host: String = "127.0.0.1", port: Int = 8080, rtmpPort: Int = 1935, database: DatabaseLocation = DatabaseLocation(argument: nil),
-                bcryptCost: UInt8 = 12, fragmentDuration: Int64 = 100, rtmpSetupTimeout: Duration = .seconds(10),
+                bcryptCost: UInt8 = 12, fragmentDuration: Int64 = 100, frameFragmentViewers: Int = 100, rtmpSetupTimeout: Duration = .seconds(10),
                 rtmpIdleTimeout: Duration = .seconds(15), relayTemplate: String? = nil, secureCookies: Bool = false,
                 httpLimits: HTTPLimits = HTTPLimits()) {
         self.secureCookies = secureCookies
@@ -42,6 +45,7 @@ public struct BroadcastServiceConfiguration: Sendable {
         self.database = database
         self.bcryptCost = bcryptCost
         self.fragmentDuration = fragmentDuration
+        self.frameFragmentViewers = frameFragmentViewers
     }
 }
 
@@ -64,7 +68,7 @@ public enum BroadcastServer {
         let ingest = RTMPIngestServer(
             configuration: .init(host: configuration.host, port: configuration.rtmpPort,
                                  setupTimeout: TimeAmount(configuration.rtmpSetupTimeout), idleTimeout: TimeAmount(configuration.rtmpIdleTimeout),
-                                 fragmentDuration: configuration.fragmentDuration),
+                                 fragmentDuration: configuration.fragmentDuration, frameFragmentViewers: configuration.frameFragmentViewers),
             delegate: web.ingestDelegate, logger: logger, onBound: { readiness.set(rtmp: $0) })
         // The store is migrated, and broadcasts a crash left "live" ended, before the web app listens and
         // before the ingest takes a publisher. The group stops its services in reverse order: the web app,

@@ -36,8 +36,9 @@ struct CommandLineTests {
         #expect(try run(["key", "revoke", key]).status == 0)
         #expect(try run(["key", "revoke", key]).status != 0, "already revoked")
         // A bare file name is a file in the working directory.
-        _ = try Command.run(ServiceProcess.binary, ["key", "create", "nobody", "--database", "bare.sqlite"], workingDirectory: directory)
-        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("bare.sqlite").path))
+        let bare = try Command.run(ServiceProcess.binary, ["key", "create", "nobody", "--database", "bare.sqlite"], workingDirectory: directory)
+        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("bare.sqlite").path),
+                "exit \(bare.status): \(bare.stderr.suffix(1000)); the folder holds \((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])")
         // The default database lives under $XDG_DATA_HOME.
         let xdg = try Command.run(ServiceProcess.binary, ["user", "create", "ivy"], stdin: "long-enough-password\n",
                                   environment: ["XDG_DATA_HOME": directory.path])

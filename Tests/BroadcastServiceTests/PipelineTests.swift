@@ -122,6 +122,22 @@ struct PipelineTests {
         #expect(playActions.last == .close(.playRefused))
     }
 
+    /// Up to `frameFragmentViewers` viewers every frame is its own fragment (and the end may close one
+    /// more, with the last sound); beyond, ~100 ms ones.
+    @Test(arguments: [(viewers: 1, fragments: 30...31), (viewers: 2, fragments: 8...12)])
+    func fragmentsFollowTheSizeOfTheAudience(viewers: Int, fragments: ClosedRange<Int>) async throws {
+        let stream = LiveStream()
+        let watching = (0..<viewers).map { _ in TestViewer() }
+        let ids = watching.map { stream.subscribe($0) }
+        var pipeline = IngestPipeline(stream: stream, threadPool: .singleton, logger: Logger(label: "test"),
+                                      fragmentDuration: 100, frameFragmentViewers: 1)
+        _ = try await Self.replay(accept: true, pipeline: &pipeline)
+        await pipeline.finish()
+        #expect(pipeline.videoFrames == 30)
+        #expect(fragments.contains(stream.fragmentsReceived), "\(viewers) viewers: \(stream.fragmentsReceived) fragments for 30 frames")
+        for id in ids { stream.unsubscribe(id) }
+    }
+
     static func fragment(_ tag: UInt8, keyframe: Bool, start: Int64, duration: Int64 = 100) -> MP4Fragment {
         MP4Fragment(bytes: ByteBuffer(bytes: [tag]), startsWithKeyframe: keyframe, startTime: start, duration: duration)
     }
