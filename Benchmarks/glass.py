@@ -242,8 +242,11 @@ def main():
             page.evaluate("window.__orkLatency.samples = []; window.__orkLatency.bad = 0; 1")
             time.sleep(SECONDS)
             r = page.evaluate("({samples: window.__orkLatency.samples, bad: window.__orkLatency.bad, "
-                              "mode: window.orkPlayer && window.orkPlayer.mode, status: null})")
+                              "mode: window.orkPlayer && window.orkPlayer.mode, status: null, "
+                              "player: window.orkPlayer && [window.orkPlayer.fragments, window.orkPlayer.framesDecoded, "
+                              "window.orkPlayer.framesDrawn, window.orkPlayer.audioDecoded, window.orkPlayer.behind]})")
             samples, bad = r["samples"], r["bad"]
+            log("the page's player: fragments, frames decoded, frames drawn, sound decoded, behind:", r["player"])
             mode = r["mode"]
             status = subprocess.run([os.path.join(BIN, "replay"), "status"], env=env, capture_output=True, text=True).stdout
             log("replay status:", status)

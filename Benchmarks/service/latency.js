@@ -31,9 +31,18 @@
     const video = document.querySelector("video");
     return video && video.readyState >= 2 && video.videoWidth > 0 ? video : null;
   }
+  // Our page's canvas: read once per picture the player drew (its count says), not at every poll:
+  // scaling a 1080p canvas down and reading it back a hundred times a second took the CPU the
+  // page's own decoding needed on a 2-core machine, and the latency measured grew with it.
+  let lastDrawn = -1;
   function check() {
     const source = shown();
     if (!source) return;
+    if (source.tagName === "CANVAS") {
+      const drawn = window.orkPlayer.framesDrawn;
+      if (drawn === lastDrawn) return;
+      lastDrawn = drawn;
+    }
     try {
       ctx.drawImage(source, 0, 0, W, H);
       const data = ctx.getImageData(0, 0, W, 2 * BAND).data;
