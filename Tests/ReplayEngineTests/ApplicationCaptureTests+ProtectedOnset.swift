@@ -53,8 +53,14 @@ extension ApplicationCaptureTests {
             var controlEnvironment = ProcessInfo.processInfo.environment
             controlEnvironment.merge(pulse.clientEnvironment) { $1 }
             let listener = try BackgroundProcess("ffmpeg", arguments: ["-nostdin", "-v", "error", "-f", "pulse", "-i", "main.monitor",
-                                                                       "-ac", "1", "-ar", "48000", "-t", "10", control],
+                                                                       "-ac", "1", "-ar", "48000", "-t", "14", control],
                                                  environment: controlEnvironment)
+            // Recording before the first protected player starts: on a loaded machine ffmpeg took over a
+            // second to begin (a CI run's control heard only the last two of the three).
+            let listening = ContinuousClock.now + .seconds(15)
+            while ((try? FileManager.default.attributesOfItem(atPath: control)[.size] as? Int) ?? 0) < 20_000, ContinuousClock.now < listening {
+                try await Task.sleep(for: .milliseconds(50))
+            }
             let file = environment.outputPath("system-sound.mp4")
             let engine = try await RecordingEngine.prepare(
                 configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [.systemMix],
