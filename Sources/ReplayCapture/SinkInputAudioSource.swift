@@ -227,7 +227,7 @@ private final class SinkInputMonitor: @unchecked Sendable {
     private let context: OpaquePointer
     // Main-loop thread only (and close(), once that thread has stopped):
     private var streams: [UInt32: OpaquePointer] = [:]
-    private var tags: [UInt32: Unmanaged<StreamTag>] = [:]
+    private var tags: [UInt32: Unmanaged<SinkInputTag>] = [:]
     private var protectedInputs: Set<UInt32> = []
     private var members: Set<Int32> = []
     private var listed = false
@@ -253,24 +253,15 @@ private final class SinkInputMonitor: @unchecked Sendable {
     let systemStopped = Atomic<Bool>(false)
     let buffers = Mutex<[UInt32: StreamBuffer]>([:])
     let ready = Atomic<Bool>(false)
-    /// When a protected sink-input began or ceased to exist (monotonic ns, any protected now).
+    /// Protection begun and ended (monotonic ns), as `SinkInputAudioSource.protectionHistory()` says.
     let protectionChanges = Mutex<[(time: Int64, active: Bool)]>([])
     let protectedNow = Atomic<Bool>(false)
 
     private var name: String { selection.name }
 
-    /// One question about one announced sink-input, in its callbacks (released at its end).
-    private final class Lookup {
-        let index: UInt32
-        unowned let owner: SinkInputMonitor
-        init(index: UInt32, owner: SinkInputMonitor) {
-            self.index = index
-            self.owner = owner
-        }
-    }
-
-    /// Identifies a monitor stream in its read callback.
-    private final class StreamTag {
+    /// A sink-input's index and this monitor, as PulseAudio's callbacks get them (userdata): for a
+    /// monitor stream's reads, and for one question about an announced sink-input (released at its end).
+    private final class SinkInputTag {
         let index: UInt32
         unowned let owner: SinkInputMonitor
         init(index: UInt32, owner: SinkInputMonitor) {
@@ -371,13 +362,13 @@ private final class SinkInputMonitor: @unchecked Sendable {
         // New, or changed (its properties may now say protected): the system sound is held from
         // now until it has been looked at again.
         if announced[index] == nil { announced[index] = MonotonicClock.now() }
-        let lookup = Unmanaged.passRetained(Lookup(index: index, owner: self))
+        let lookup = Unmanaged.passRetained(SinkInputTag(index: index, owner: self))
         let delay = SinkInputAudioSource.lookupDelay.load(ordering: .relaxed)
         if delay > 0 {
             // Tests: the question waits on PulseAudio's own timer (its thread goes on reading the monitor).
             _ = pa_context_rttime_new(context, pa_rtclock_now() + UInt64(delay) * 1000, { api, event, _, userdata in
                 api?.pointee.time_free(event)
-                let lookup = Unmanaged<Lookup>.fromOpaque(userdata!)
+                let lookup = Unmanaged<SinkInputTag>.fromOpaque(userdata!)
                 lookup.takeUnretainedValue().owner.ask(lookup)
             }, lookup.toOpaque())
         } else {
@@ -386,9 +377,9 @@ private final class SinkInputMonitor: @unchecked Sendable {
     }
 
     /// Asks the server about one announced sink-input; the answer (or its absence) settles it.
-    private func ask(_ lookup: Unmanaged<Lookup>) {
+    private func ask(_ lookup: Unmanaged<SinkInputTag>) {
         let asked = pa_context_get_sink_input_info(context, lookup.takeUnretainedValue().index, { _, info, eol, userdata in
-            let lookup = Unmanaged<Lookup>.fromOpaque(userdata!)
+            let lookup = Unmanaged<SinkInputTag>.fromOpaque(userdata!)
             let (owner, index) = (lookup.takeUnretainedValue().owner, lookup.takeUnretainedValue().index)
             if eol == 0, let info {
                 owner.consider(info, since: owner.announced[index] ?? MonotonicClock.now())
@@ -561,9 +552,9 @@ private final class SinkInputMonitor: @unchecked Sendable {
         var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(SinkInputAudioSource.rate), channels: 2)
         guard let stream = pa_stream_new(context, "replayd monitor of \(index)", &spec, nil) else { return }
         pa_stream_set_monitor_stream(stream, index)
-        let tag = Unmanaged.passRetained(StreamTag(index: index, owner: self))
+        let tag = Unmanaged.passRetained(SinkInputTag(index: index, owner: self))
         pa_stream_set_read_callback(stream, { stream, _, userdata in
-            let tag = Unmanaged<StreamTag>.fromOpaque(userdata!).takeUnretainedValue()
+            let tag = Unmanaged<SinkInputTag>.fromOpaque(userdata!).takeUnretainedValue()
             tag.owner.readable(stream!, index: tag.index)
         }, tag.toOpaque())
         let bytes = UInt32(SinkInputAudioSource.chunk * 2 * MemoryLayout<Float>.size)
