@@ -4,24 +4,16 @@ package import Logging
 import Synchronization
 import Foundation
 
-/// Records one PulseAudio source (PipeWire serves the same API) as 48 kHz stereo float samples
-/// on its own thread, stamped on the monotonic media clock.
+/// Records the default PulseAudio source, the microphone (PipeWire serves the same API), as 48 kHz
+/// stereo float samples on its own thread, stamped on the monotonic media clock. (What the computer
+/// plays is `SystemSoundSource`, read on the connection that follows the sink-inputs.)
 ///
 /// Timing: `ArrivalClock` anchors the source to the clock from when its chunks arrive; after that,
 /// samples are counted, so the track has no jitter. If the count and the clock drift apart by more
 /// than 20 ms (a sound card whose crystal runs fast or slow), the source re-anchors and says so in
 /// the log; the mixer fills or trims the difference, counted.
 package final class PulseAudioSource: @unchecked Sendable {
-    package enum Device: Sendable {
-        /// The default source: the microphone. (What the computer plays is `SystemSoundSource`, read
-        /// on the connection that follows the sink-inputs.)
-        case microphone
-
-        var pulseName: String? { nil }
-    }
-
     package static let sampleRate = 48_000
-    package let device: Device
     private let stream: OpaquePointer      // pa_simple*, owned; used by the reading thread only
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
@@ -33,19 +25,17 @@ package final class PulseAudioSource: @unchecked Sendable {
     package var hasData: Bool { delivering.load(ordering: .acquiring) }
 
     /// Connects to the server. Throws with PulseAudio's reason when it can't (no server, no device).
-    package init(device: Device, applicationName: String = "replayd", logger: Logger) throws(AudioError) {
+    package init(applicationName: String = "replayd", logger: Logger) throws(AudioError) {
         var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(Self.sampleRate), channels: 2)
         let chunkBytes = UInt32(Self.sampleRate / 100 * 2 * MemoryLayout<Float>.size)   // 10 ms
         var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max,
                                         minreq: UInt32.max, fragsize: chunkBytes)
         var error: Int32 = 0
-        let streamName = "microphone"
-        guard let stream = pa_simple_new(nil, applicationName, PA_STREAM_RECORD, device.pulseName, streamName,
+        guard let stream = pa_simple_new(nil, applicationName, PA_STREAM_RECORD, nil, "microphone",
                                          &spec, nil, &attributes, &error) else {
             throw AudioError(message: String(cString: pa_strerror(error)))
         }
         self.stream = stream
-        self.device = device
         self.logger = logger
     }
 
@@ -83,7 +73,7 @@ package final class PulseAudioSource: @unchecked Sendable {
     package func stop() {
         guard started.load(ordering: .acquiring), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         guard done.wait(timeout: .now() + Self.stopTimeout) == .success else {
-            logger.warning("audio \(device): the sound server sent nothing for \(Self.stopTimeout) at the stop; the recording ends without waiting for it")
+            logger.warning("audio microphone: the sound server sent nothing for \(Self.stopTimeout) at the stop; the recording ends without waiting for it")
             return
         }
         done.signal()   // deinit waits too
@@ -102,13 +92,13 @@ package final class PulseAudioSource: @unchecked Sendable {
             let status = buffer.withUnsafeMutableBytes { pa_simple_read(stream, $0.baseAddress, $0.count, &error) }
             let after = MonotonicClock.now()
             guard status >= 0 else {
-                logger.error("audio \(device) stopped: \(String(cString: pa_strerror(error)))")
+                logger.error("audio microphone stopped: \(String(cString: pa_strerror(error)))")
                 return
             }
             let latency = Int64(pa_simple_get_latency(stream, &error)) * 1000
             delivering.store(true, ordering: .releasing)
             if let shift = clock.chunkArrived(frames: Int64(frames), readStarted: before, readEnded: after) {
-                logger.notice("audio \(device) drifted \(shift / 1_000_000) ms from the clock; re-anchored")
+                logger.notice("audio microphone drifted \(shift / 1_000_000) ms from the clock; re-anchored")
             }
             if sink == nil { sink = sinkSlot.current }
             guard let clockAnchor = clock.anchor, let sink else {

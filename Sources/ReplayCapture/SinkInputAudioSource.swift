@@ -4,8 +4,8 @@ package import Logging
 import Synchronization
 import Foundation
 
-/// A sound source the capture pipeline mixes: a PulseAudio device (`PulseAudioSource`) or a set of
-/// sink-inputs (`SinkInputAudioSource`). 48 kHz stereo float, stamped on the monotonic clock.
+/// A sound source the capture pipeline mixes: the microphone (`PulseAudioSource`), the system sound
+/// (`SystemSoundSource`) or a set of sink-inputs (`SinkInputAudioSource`). 48 kHz stereo float, stamped on the monotonic clock.
 package protocol AudioCaptureSource: AnyObject, Sendable {
     /// What it records, for the log.
     var name: String { get }
@@ -18,7 +18,7 @@ package protocol AudioCaptureSource: AnyObject, Sendable {
 }
 
 extension PulseAudioSource: AudioCaptureSource {
-    package var name: String { "\(device)" }
+    package var name: String { "microphone" }
 }
 
 /// Records what some of PulseAudio's playback streams (sink-inputs) play, each through a monitor
@@ -325,18 +325,10 @@ private final class SinkInputMonitor: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         pa_threaded_mainloop_stop(mainloop)
-        for (_, stream) in streams {
-            pa_stream_set_read_callback(stream, nil, nil)
-            pa_stream_disconnect(stream)
-            pa_stream_unref(stream)
-        }
+        for stream in streams.values { Self.release(stream) }
         streams = [:]
-        if let systemStream {
-            pa_stream_set_read_callback(systemStream, nil, nil)
-            pa_stream_disconnect(systemStream)
-            pa_stream_unref(systemStream)
-            self.systemStream = nil
-        }
+        if let systemStream { Self.release(systemStream) }
+        systemStream = nil
         for tag in tags.values { tag.release() }
         tags = [:]
         pa_context_disconnect(context)
@@ -457,41 +449,63 @@ private final class SinkInputMonitor: @unchecked Sendable {
         pa_threaded_mainloop_lock(mainloop)
         defer { pa_threaded_mainloop_unlock(mainloop) }
         guard systemStream == nil, !closed else { return }
-        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(SinkInputAudioSource.rate), channels: 2)
-        guard let stream = pa_stream_new(context, "system audio", &spec, nil) else {
-            logger.error("audio systemAudio: cannot make a stream: \(String(cString: pa_strerror(pa_context_errno(context))))")
-            return
+        // Timing updates, as pa_simple asks: the stream's latency goes with its chunks.
+        let timing = pa_stream_flags_t(rawValue: PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
+        systemStream = recordStream(named: "system audio", device: "@DEFAULT_MONITOR@", flags: timing) { stream in
+            pa_stream_set_read_callback(stream, { stream, _, userdata in
+                Unmanaged<SinkInputMonitor>.fromOpaque(userdata!).takeUnretainedValue().systemReadable(stream!)
+            }, Unmanaged.passUnretained(self).toOpaque())
         }
-        pa_stream_set_read_callback(stream, { stream, _, userdata in
-            Unmanaged<SinkInputMonitor>.fromOpaque(userdata!).takeUnretainedValue().systemReadable(stream!)
-        }, Unmanaged.passUnretained(self).toOpaque())
-        // 10 ms fragments, the latency adjusted to them (as pa_simple asks).
+        if systemStream == nil {
+            logger.error("audio systemAudio: cannot record the default sink's monitor: \(String(cString: pa_strerror(pa_context_errno(context))))")
+        }
+    }
+
+    /// A record stream on this connection: 48 kHz stereo float in 10 ms fragments, the latency
+    /// adjusted to them, plus `flags`. `prepare` sets it up before it connects (its read callback,
+    /// the sink-input it monitors). Nil when the server refuses (`pa_context_errno` says why).
+    private func recordStream(named name: String, device: String?, flags: pa_stream_flags_t,
+                              prepare: (OpaquePointer) -> Void) -> OpaquePointer? {
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(SinkInputAudioSource.rate), channels: 2)
+        guard let stream = pa_stream_new(context, name, &spec, nil) else { return nil }
+        prepare(stream)
         let bytes = UInt32(SinkInputAudioSource.chunk * 2 * MemoryLayout<Float>.size)
         var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: bytes)
-        let flags = pa_stream_flags_t(rawValue: PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_INTERPOLATE_TIMING.rawValue
-                                      | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
-        guard pa_stream_connect_record(stream, "@DEFAULT_MONITOR@", &attributes, flags) >= 0 else {
-            logger.error("audio systemAudio: cannot record the default sink's monitor: \(String(cString: pa_strerror(pa_context_errno(context))))")
+        guard pa_stream_connect_record(stream, device, &attributes, pa_stream_flags_t(rawValue: PA_STREAM_ADJUST_LATENCY.rawValue | flags.rawValue)) >= 0 else {
+            pa_stream_set_read_callback(stream, nil, nil)
             pa_stream_unref(stream)
-            return
+            return nil
         }
-        systemStream = stream
+        return stream
+    }
+
+    /// Stops a record stream's callbacks and lets it go.
+    private static func release(_ stream: OpaquePointer) {
+        pa_stream_set_read_callback(stream, nil, nil)
+        pa_stream_disconnect(stream)
+        pa_stream_unref(stream)
+    }
+
+    /// Everything the stream has to read now, interleaved stereo; a hole in it is silence of its length.
+    private static func takeAll(from stream: OpaquePointer) -> [Float] {
+        var samples: [Float] = []
+        var data: UnsafeRawPointer?
+        var length = 0
+        while pa_stream_peek(stream, &data, &length) == 0, length > 0 {
+            let count = length / MemoryLayout<Float>.size
+            if let data {
+                samples.append(contentsOf: UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: count))
+            } else {
+                samples.append(contentsOf: repeatElement(0, count: count))
+            }
+            pa_stream_drop(stream)
+        }
+        return samples
     }
 
     private func systemReadable(_ stream: OpaquePointer) {
         let now = MonotonicClock.now()
-        var chunk: [Float] = []
-        var data: UnsafeRawPointer?
-        var length = 0
-        while pa_stream_peek(stream, &data, &length) == 0, length > 0 {
-            if let data {
-                chunk.append(contentsOf: UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: length / MemoryLayout<Float>.size))
-            } else {
-                // A hole in the record stream: silence of its length.
-                chunk.append(contentsOf: repeatElement(0, count: length / MemoryLayout<Float>.size))
-            }
-            pa_stream_drop(stream)
-        }
+        let chunk = Self.takeAll(from: stream)
         guard chunk.count >= 2, !systemStopped.load(ordering: .relaxed) else { return }
         systemHasData.store(true, ordering: .releasing)
         // As a blocking read would see it: a callback that comes after a pause found the server's
@@ -549,20 +563,15 @@ private final class SinkInputMonitor: @unchecked Sendable {
     }
 
     private func beginStream(_ index: UInt32) {
-        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(SinkInputAudioSource.rate), channels: 2)
-        guard let stream = pa_stream_new(context, "replayd monitor of \(index)", &spec, nil) else { return }
-        pa_stream_set_monitor_stream(stream, index)
         let tag = Unmanaged.passRetained(SinkInputTag(index: index, owner: self))
-        pa_stream_set_read_callback(stream, { stream, _, userdata in
-            let tag = Unmanaged<SinkInputTag>.fromOpaque(userdata!).takeUnretainedValue()
-            tag.owner.readable(stream!, index: tag.index)
-        }, tag.toOpaque())
-        let bytes = UInt32(SinkInputAudioSource.chunk * 2 * MemoryLayout<Float>.size)
-        var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max, fragsize: bytes)
-        let flags = pa_stream_flags_t(rawValue: PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_DONT_MOVE.rawValue)
-        guard pa_stream_connect_record(stream, nil, &attributes, flags) >= 0 else {
+        guard let stream = recordStream(named: "replayd monitor of \(index)", device: nil, flags: PA_STREAM_DONT_MOVE, prepare: { stream in
+            pa_stream_set_monitor_stream(stream, index)
+            pa_stream_set_read_callback(stream, { stream, _, userdata in
+                let tag = Unmanaged<SinkInputTag>.fromOpaque(userdata!).takeUnretainedValue()
+                tag.owner.readable(stream!, index: tag.index)
+            }, tag.toOpaque())
+        }) else {
             logger.warning("cannot monitor sink-input \(index): \(String(cString: pa_strerror(pa_context_errno(context))))")
-            pa_stream_unref(stream)
             tag.release()
             return
         }
@@ -574,31 +583,24 @@ private final class SinkInputMonitor: @unchecked Sendable {
 
     private func endStream(_ index: UInt32) {
         guard let stream = streams.removeValue(forKey: index) else { return }
-        pa_stream_set_read_callback(stream, nil, nil)
-        pa_stream_disconnect(stream)
-        pa_stream_unref(stream)
+        Self.release(stream)
         tags.removeValue(forKey: index)?.release()
         buffers.withLock { $0[index]?.gone = true }
         logger.info("audio \(name): sink-input \(index) ended")
     }
 
     private func readable(_ stream: OpaquePointer, index: UInt32) {
-        var data: UnsafeRawPointer?
-        var length = 0
-        while pa_stream_peek(stream, &data, &length) == 0, length > 0 {
-            if let data {
-                let floats = UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: length / MemoryLayout<Float>.size)
-                buffers.withLock { buffers in
-                    guard buffers[index] != nil else { return }
-                    buffers[index]!.samples.append(contentsOf: floats)
-                    let excess = buffers[index]!.samples.count / 2 - SinkInputAudioSource.ceiling
-                    if excess > 0 {
-                        buffers[index]!.samples.removeFirst(excess * 2)
-                        buffers[index]!.dropped += excess
-                    }
+        let samples = Self.takeAll(from: stream)
+        if !samples.isEmpty {
+            buffers.withLock { buffers in
+                guard buffers[index] != nil else { return }
+                buffers[index]!.samples.append(contentsOf: samples)
+                let excess = buffers[index]!.samples.count / 2 - SinkInputAudioSource.ceiling
+                if excess > 0 {
+                    buffers[index]!.samples.removeFirst(excess * 2)
+                    buffers[index]!.dropped += excess
                 }
             }
-            pa_stream_drop(stream)
         }
         if listed, !ready.load(ordering: .relaxed) { ready.store(true, ordering: .releasing) }
     }

@@ -88,7 +88,7 @@ public final class RecordingEngine: Sendable {
                     let unprotected = try SinkInputAudioSource(selection: .unprotected, logger: logger)
                     sources.append((source, [.systemMonitor(unprotected.systemSound()), .unprotectedMix(unprotected)]))
                 case .microphone:
-                    sources.append((source, [.microphone(try PulseAudioSource(device: .microphone, logger: logger))]))
+                    sources.append((source, [.microphone(try PulseAudioSource(logger: logger))]))
                 case .application(let scope):
                     sources.append((source, [.plain(try SinkInputAudioSource(selection: .application(processID: scope.processID),
                                                                              logger: logger))]))
