@@ -27,6 +27,19 @@ public final class NginxRTMPServer: Sendable {
         directory.appendingPathComponent("rec/\(key).flv")
     }
 
+    /// Waits until nginx has written the publish to `recordingBase/KEY` (more than 10 KB, then a
+    /// second for it to close the file as the publisher leaves) and gives the file's path.
+    public func finishedRecording(of key: String, timeout: Duration = .seconds(20)) async throws -> String {
+        let path = recording(of: key).path
+        let deadline = ContinuousClock.now + timeout
+        while ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) <= 10_000 {
+            guard ContinuousClock.now < deadline else { throw HarnessError("nginx wrote no recording of \(key) in \(timeout)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .seconds(1))
+        return path
+    }
+
     private init(port: Int, directory: URL, process: BackgroundProcess) {
         self.port = port
         self.directory = directory

@@ -40,7 +40,6 @@ struct EngineDestinationsTests {
             // joins late on a stream without sound probes for 5 s (ffprobe -v debug:
             // "max_analyze_duration 5000000 reached"), which failed the windows phase twice.
             let streamURL = "\(nginx.recordingBase)/enginetest"
-            let copy = nginx.recording(of: "enginetest").path
 
             let engine = try await RecordingEngine.prepare(
                 configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 6),
@@ -66,12 +65,7 @@ struct EngineDestinationsTests {
             try await engine.run()
             ring.close()
             let statistics = engine.statistics()
-            // nginx closes its recording when the publisher leaves.
-            let deadline = ContinuousClock.now + .seconds(15)
-            while ((try? FileManager.default.attributesOfItem(atPath: copy)[.size] as? Int) ?? 0) < 10_000, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            try await Task.sleep(for: .seconds(1))
+            let copy = try await nginx.finishedRecording(of: "enginetest")
 
             // Both copies hold the test content's bars, and the stream went out as H.264 at the engine's size.
             for path in [file, copy] {

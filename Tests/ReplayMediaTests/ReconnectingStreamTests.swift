@@ -2,9 +2,6 @@ import Foundation
 import Logging
 import ReplayTesting
 import Testing
-#if canImport(Glibc)
-import Glibc
-#endif
 @testable import ReplayMedia
 
 /// `ReconnectingStream` against a real ingest (nginx-rtmp), read back by ffmpeg and ffprobe.
@@ -72,13 +69,7 @@ struct ReconnectingStreamTests {
             try stream.finish()
             #expect(stream.counters.reconnections == 0)
 
-            // nginx closes its recording when the publisher leaves.
-            let file = nginx.recording(of: "resize").path
-            let deadline = ContinuousClock.now + .seconds(15)
-            while ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0) < 10_000, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            try await Task.sleep(for: .seconds(1))
+            let file = try await nginx.finishedRecording(of: "resize")
             let sizes = try await MediaProbe.videoFrameSizes(file).map { "\($0.width)x\($0.height)" }
             let small = sizes.filter { $0 == "320x240" }.count, large = sizes.filter { $0 == "640x360" }.count
             print("new picture size: \(small) pictures decoded at 320x240, then \(large) at 640x360")

@@ -60,12 +60,7 @@ extension SystemTests {
                 let finished = AppSessionTests.lines(result.stdout).first { $0["step"] as? String == "broadcast-finish" }
                 #expect(finished?["ok"] as? Bool != false && finished?["broadcasting"] as? Bool == false,
                         "the app finished its broadcast: \(result.stdout) \(result.stderr.suffix(1500))")
-                // nginx closes the recording when the publisher leaves.
-                let file = nginx.recording(of: "appresize").path
-                try await BroadcastTests.waitFor("nginx's recording of the stream") {
-                    ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0) > 10_000
-                }
-                try await Task.sleep(for: .seconds(1))
+                let file = try await nginx.finishedRecording(of: "appresize")
                 await other.stop()
 
                 // The sizes, in order: 640x360, then 1280x720, each for a while.

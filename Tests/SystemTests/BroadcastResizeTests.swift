@@ -33,12 +33,7 @@ extension SystemTests {
                 #expect(stop.succeeded, "\(stop)")
                 let ended = try await broadcast.waitForExit(timeout: .seconds(20))
                 #expect(ended.succeeded, "\(ended)")
-                // nginx closes the recording when the publisher leaves.
-                let file = nginx.recording(of: "resize").path
-                try await BroadcastTests.waitFor("nginx's recording of the stream") {
-                    ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0) > 10_000
-                }
-                try await Task.sleep(for: .seconds(1))
+                let file = try await nginx.finishedRecording(of: "resize")
 
                 // The sizes, in order: 640x360, then 1280x720, then 960x540, each for a while.
                 let sizes = try await MediaProbe.videoFrameSizes(file)
