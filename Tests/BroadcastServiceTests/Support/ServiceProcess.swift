@@ -51,7 +51,10 @@ final class ServiceProcess {
 
     /// The built binary: `$ORK_BIN_DIR/broadcast-service`, else beside the test bundle.
     static var binary: String {
-        if let dir = ProcessInfo.processInfo.environment["ORK_BIN_DIR"] { return dir + "/broadcast-service" }
+        // Absolute even when ORK_BIN_DIR is relative: some tests run it from another working directory.
+        if let dir = ProcessInfo.processInfo.environment["ORK_BIN_DIR"] {
+            return URL(fileURLWithPath: dir).absoluteURL.appendingPathComponent("broadcast-service").path
+        }
         let bundle = Bundle.main.bundleURL.deletingLastPathComponent()
         let candidates = [bundle.appendingPathComponent("broadcast-service"),
                           URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("broadcast-service")]
