@@ -83,7 +83,11 @@ extension SystemTests {
                 try await TestEnvironment.with(TestEnvironment.Configuration(width: 640, height: 480)) { environment in
                     let broadcast = try await Self.broadcast(environment, to: "rtmp://127.0.0.1:\(proxy.port)/live", key: "cut")
                     let url = "\(nginx.base)/cut"
-                    let before = try await Self.firstPicture(of: url)
+                    let before: (seconds: Double, size: String)
+                    do { before = try await Self.firstPicture(of: url) } catch {
+                        Issue.record("no picture from the start; the extension's log: \(Self.extensionLog(environment).suffix(3000))")
+                        throw error
+                    }
                     #expect(before.size == "640x480")
 
                     await proxy.stop()
@@ -106,7 +110,11 @@ extension SystemTests {
                         }
                         return (ContinuousClock.now - back) / .seconds(1)
                     }()
-                    let after = try await Self.firstPicture(of: url)
+                    let after: (seconds: Double, size: String)
+                    do { after = try await Self.firstPicture(of: url) } catch {
+                        Issue.record("no picture after the network came back; the extension's log: \(Self.extensionLog(environment).suffix(3000))")
+                        throw error
+                    }
                     print("network cut: live again \(try await reconnected) s and ffprobe read a picture \(after.seconds) s after the network came back (ffprobe took \(before.seconds) s on the live stream before the cut)")
                     #expect(after.seconds <= 3, "readable again within 3 s of the network's return: \(after.seconds) s")
                     #expect(after.size == "640x480")
