@@ -131,6 +131,10 @@ struct FrameRingLayoutTests {
         }, failed: { failure = $0 })
         #expect(failure == nil)
         #expect(seen == ["video 10 32x16", "audio 11 app 0.25", "video 20 64x32", "audio 21 microphone 0.5"])
+        // The offering thread reports after its send returns, which can be after the reader has its
+        // descriptors: wait for the report rather than race it.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while handedOver.withLock({ $0 == nil }) && ContinuousClock.now < deadline { usleep(2_000) }
         #expect(handedOver.withLock { $0.map { (try? $0.get()) != nil } } == true)
         let counters = reader.counters
         #expect(counters.framesWritten == 2 && counters.audioChunksWritten == 2 && counters.closed)
