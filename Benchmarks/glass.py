@@ -190,6 +190,28 @@ def end_broadcast(env, p):
     stop(p, signal.SIGINT)
 
 
+def cpu_by_command():
+    """CPU seconds (user + system) of every process now, summed by command name, with the machine's
+    steal time: what the verbose bench prints for its latency window (who had the two cores)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        used[name] = used.get(name, 0) + (int(fields[11]) + int(fields[12])) / ticks
+    cpu = open("/proc/stat").readline().split()
+    used["(steal)"] = int(cpu[8]) / ticks if len(cpu) > 8 else 0
+    return used
+
+
+def cpu_used(before, after, seconds):
+    spent = {name: (after[name] - before.get(name, 0)) / seconds for name in after}
+    return ", ".join(f"{name} {cores:.2f}" for name, cores in sorted(spent.items(), key=lambda kv: -kv[1]) if cores >= 0.01)
+
+
 def page_url(p, out):
     def found():
         if p.poll() is not None:
@@ -240,7 +262,9 @@ def main():
             wait_for(lambda: page.evaluate("window.__orkLatency.samples.length") >= 60, 30, "60 pictures read back")
             time.sleep(3)
             page.evaluate("window.__orkLatency.samples = []; window.__orkLatency.bad = 0; 1")
+            before = cpu_by_command()
             time.sleep(SECONDS)
+            log("CPU over the window, cores by command:", cpu_used(before, cpu_by_command(), SECONDS))
             r = page.evaluate("({samples: window.__orkLatency.samples, bad: window.__orkLatency.bad, "
                               "mode: window.orkPlayer && window.orkPlayer.mode, status: null, "
                               "player: window.orkPlayer && [window.orkPlayer.fragments, window.orkPlayer.framesDecoded, "

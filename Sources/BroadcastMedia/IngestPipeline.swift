@@ -36,7 +36,6 @@ struct IngestPipeline {
     private(set) var videoFrames = 0
     private(set) var audioFrames = 0
     private(set) var rejectedTags = 0
-    private var warnedRelayConfiguration = false
 
     init(stream: LiveStream, threadPool: NIOThreadPool, logger: Logger, fragmentDuration: Int64 = 100, frameFragmentViewers: Int = 0,
          relay: RTMPRelay? = nil) {
@@ -124,10 +123,7 @@ struct IngestPipeline {
         let before = video.map { "\($0.sps.width)x\($0.sps.height)" } ?? "none"
         logger.info("H.264 configuration changed: viewers get the new one", metadata: ["from": "\(before)", "size": "\(sps.width)x\(sps.height)"])
         video = (avcC, sps)
-        if relay != nil, !warnedRelayConfiguration {
-            warnedRelayConfiguration = true
-            logger.warning("the RTMP relay keeps the first H.264 configuration: its receivers may not show the new size")
-        }
+        relay?.enqueue(.videoConfiguration(avcC.bytes))
         try await startMuxer(relaying: false)
     }
 

@@ -11,10 +11,15 @@ import Synchronization
 /// The network is slow and blocking, so the relay has its own thread, which alone owns the
 /// `FLVOutput`; the ingest only enqueues (`BoundedQueue`). A relay that falls `queueLimit` packets
 /// behind or fails is dropped with a log line: it never slows the ingest down.
+///
+/// A new H.264 configuration mid-broadcast (the broadcaster's picture changed size) is followed:
+/// it goes out as a new sequence header before the next picture, as the broadcaster sent it.
 final class RTMPRelay: Sendable {
     enum Packet: Sendable {
         case video(ByteBuffer, dts: Int64, compositionTime: Int64, keyframe: Bool)
         case audio(ByteBuffer, dts: Int64)
+        /// The broadcaster's new `AVCDecoderConfigurationRecord`, for the pictures that follow.
+        case videoConfiguration([UInt8])
     }
 
     let url: String
@@ -65,12 +70,18 @@ final class RTMPRelay: Sendable {
         do {
             let output = try FLVOutput(url: url, video: video, audio: audio)
             logger.info("RTMP relay connected", metadata: ["url": "\(Self.redacted(url))"])
+            var newConfiguration: [UInt8]?
             while let packet = queue.pop() {
                 switch packet {
                 case .video(let data, let dts, let cts, let keyframe):
-                    try output.write(data, stream: 0, dts: dts, pts: dts + max(0, cts), keyframe: keyframe)
+                    if try output.write(data, stream: 0, dts: dts, pts: dts + max(0, cts), keyframe: keyframe, newExtradata: newConfiguration) {
+                        newConfiguration = nil
+                    }
                 case .audio(let data, let dts):
                     try output.write(data, stream: 1, dts: dts, pts: dts, keyframe: true)
+                case .videoConfiguration(let avcC):
+                    newConfiguration = avcC
+                    logger.info("RTMP relay follows a new H.264 configuration", metadata: ["url": "\(Self.redacted(url))"])
                 }
             }
             guard !failed.load(ordering: .acquiring) else { return }
@@ -103,11 +114,15 @@ final class FLVOutput {
         av_packet_free(&packet)
     }
 
-    func write(_ data: ByteBuffer, stream: Int32, dts: Int64, pts: Int64, keyframe: Bool) throws(FFmpegError) {
-        guard let packet, stream == 0 || hasAudio else { return }
-        guard dts > lastDTS[Int(stream)] else { return }
+    /// Writes one packet (with `newExtradata`, a new sequence header before it); false when it was
+    /// left out (audio without an audio stream, or a time not after the last of its stream).
+    @discardableResult
+    func write(_ data: ByteBuffer, stream: Int32, dts: Int64, pts: Int64, keyframe: Bool, newExtradata: [UInt8]? = nil) throws(FFmpegError) -> Bool {
+        guard let packet, stream == 0 || hasAudio else { return false }
+        guard dts > lastDTS[Int(stream)] else { return false }
         lastDTS[Int(stream)] = dts
-        try writePacket(data, using: packet, to: output, stream: stream, dts: dts, pts: pts, keyframe: keyframe)
+        try writePacket(data, using: packet, to: output, stream: stream, dts: dts, pts: pts, keyframe: keyframe, newExtradata: newExtradata)
+        return true
     }
 
     func finish() throws(FFmpegError) {

@@ -1,4 +1,6 @@
 import Foundation
+import RTMP
+import ReplayTesting
 import Testing
 
 /// `--relay`: one service re-publishes what it ingests to another RTMP server (here a second service,
@@ -46,5 +48,34 @@ struct RelayTests {
         publisher.stop()
         #expect(origin.waitForLog("RTMP relay finished"))
         #expect(downstream.waitForLog("Broadcast ended"))
+    }
+
+    /// The broadcaster's picture changes size mid-broadcast (a new H.264 sequence header in one
+    /// publish): the relay sends the new configuration before the new pictures, and its receiver
+    /// (nginx-rtmp, writing what it receives to a file) decodes every picture of both sizes, in order.
+    @Test func aNewPictureSizeIsRelayedAsANewSequenceHeader() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let small = try FLVFile.tags(of: try FLVFile.make(seconds: 3, directory: directory, size: "320x240"))
+        let large = try FLVFile.tags(of: try FLVFile.make(seconds: 3, directory: directory, size: "640x360"))
+        let tags = small + large.map { FLVFileTag(type: $0.type, timestamp: $0.timestamp + 3000, body: $0.body) }
+        try await NginxRTMPServer.with { nginx in
+            let origin = try ServiceProcess(directory: directory, arguments: ["--relay", "\(nginx.recordingBase)/relayed"])
+            defer { origin.stop() }
+            #expect(try origin.admin(["user", "create", "hana"], stdin: "hana-password-1\n").status == 0)
+            let key = try origin.admin(["key", "create", "hana"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(origin.rtmpBase)/\(key)"), logger: RTMPClientSystemTests.logger) { session in
+                try await RTMPClientSystemTests.send(tags, session)
+            }
+            #expect(origin.waitForLog("RTMP relay finished", timeout: 15), "\(origin.log.suffix(3000))")
+            #expect(origin.log.contains("RTMP relay follows a new H.264 configuration"))
+
+            let file = try await nginx.finishedRecording(of: "relayed")
+            let sizes = try await MediaProbe.videoFrameSizes(file).map { "\($0.width)x\($0.height)" }
+            let before = sizes.filter { $0 == "320x240" }.count, after = sizes.filter { $0 == "640x360" }.count
+            #expect(before == 90 && after == 90, "pictures decoded from the relayed copy: \(before) at 320x240, \(after) at 640x360 of \(sizes.count)")
+            #expect(sizes.firstIndex(of: "640x360").map { index in !sizes[index...].contains("320x240") } == true, "the new size follows the old")
+        }
     }
 }

@@ -96,20 +96,22 @@ struct ServiceSystemTests {
 
         // The WebSocket fMP4 stream: a joining viewer gets the type, the init segment, then fragments from a keyframe.
         let webSocketURL = try #require(entry["webSocketURL"] as? String)
-        let viewer = try await WebSocketCollector.collect(url: webSocketURL, seconds: 2.5)
+        // Until the init segment and 60 fragments (a frame or more each) are in, at most 10 s: a
+        // machine that stalls for a moment delays the stream, it does not fail it.
+        let viewer = try await WebSocketCollector.collect(url: webSocketURL, seconds: 10) { $0.binaryMessages.count >= 61 }
         let stream = try #require(viewer.events.first { $0["type"] as? String == "stream" })
         #expect((stream["mime"] as? String)?.hasPrefix("video/mp4; codecs=\"avc1.42") == true, "\(stream)")
         #expect((stream["mime"] as? String)?.contains("mp4a.40.2") == true)
         let first = try #require(viewer.binaryMessages.first)
         #expect(first.getString(at: 4, length: 4) == "ftyp")
-        #expect(viewer.binaryMessages.count >= 10, "fragments of ~100 ms: \(viewer.binaryMessages.count)")
+        #expect(viewer.binaryMessages.count >= 61, "fragments in 10 s: \(viewer.binaryMessages.count)")
         let file = directory.appendingPathComponent("viewer.mp4")
         try Data(viewer.binaryBytes).write(to: file)
         let frames = try Command.run("ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames,codec_name",
                                                  "-of", "compact", file.path])
         #expect(frames.status == 0, "\(frames.stderr)")
         let decoded = Int(frames.stdout.split(separator: "=").last.map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "") ?? 0
-        #expect(decoded >= 45, "frames decoded from 2.5 s of WebSocket fMP4: \(frames.stdout)")
+        #expect(decoded >= 45, "frames decoded from 60 WebSocket fMP4 fragments: \(frames.stdout)")
         let decodeErrors = try Command.run("ffmpeg", ["-v", "error", "-i", file.path, "-f", "null", "-"])
         #expect(decodeErrors.status == 0 && decodeErrors.stderr.isEmpty, "\(decodeErrors.stderr)")
 
