@@ -133,8 +133,9 @@ final class ReferenceBroadcast: Sendable {
 
     func run() async {
         do throws(ReferenceServiceError) {
+            let started = ContinuousClock.now
             let (key, broadcast) = try await signInAndCreate()
-            logger.info("broadcast created", metadata: ["page": "\(broadcast.pageURL)"])
+            logger.info("broadcast created", metadata: ["page": "\(broadcast.pageURL)", "ms": "\((ContinuousClock.now - started) / .milliseconds(1))"])
             if let page = URL(string: broadcast.pageURL) { handler.updateBroadcastURL(page) }
             pipeline.connect(to: (broadcast.rtmpURL.hasSuffix("/") ? broadcast.rtmpURL : broadcast.rtmpURL + "/") + key)
             await withTaskGroup(of: Void.self) { group in
@@ -176,7 +177,9 @@ final class ReferenceBroadcast: Sendable {
                 throw ReferenceServiceError(message: "Not signed in to \(server) as \(user): give --setup password=PASSWORD once "
                     + "(the stream key it gives is kept for the next broadcasts).")
             }
+            let asked = ContinuousClock.now
             let key = try await client.signIn(account: user, password: password, label: Self.keyLabel)
+            logger.info("signed in", metadata: ["user": "\(user)", "ms": "\((ContinuousClock.now - asked) / .milliseconds(1))"])
             if let problem = keys.keep(KeptStreamKey(key: key, password: password), server: server, user: user) {
                 logger.warning("the stream key is not kept for the next broadcast: \(problem)")
             }

@@ -261,7 +261,7 @@ package actor RecordingSessions {
             let failure = await Self.runToEnd(prepared)
             await self.runEnded(slot: slot, sessionID: session.id, recorder: prepared, error: failure, logger: sessionLogger)
         }
-        sessionLogger.info("recording", metadata: ["size": "\(prepared.width)x\(prepared.height)", "encoder": "\(prepared.encoderName)"])
+        sessionLogger.info("recording", metadata: ["size": "\(prepared.width)x\(prepared.height)", "encoder": "\(prepared.encoderName.isEmpty ? "none (the frame ring's reader encodes)" : prepared.encoderName)"])
         noteCaptured()
         return .success(status(of: slot))
     }

@@ -12,7 +12,9 @@ import Foundation
 final class CapturePipeline: @unchecked Sendable {
     let configuration: EngineConfiguration
     let capture: any FrameSource
-    private let videoEncoder: VideoEncoder
+    /// Nil for a capture that follows the screen's size: it feeds taps only (a broadcast's frame
+    /// ring, an app's own samples), and its pictures are encoded by whoever reads them.
+    private let videoEncoder: VideoEncoder?
     private let sources: [any AudioCaptureSource]
     private let roles: [SoundRole]
     /// Which of `sources` make each track (one per configured source, or one for the mix).
@@ -56,7 +58,7 @@ final class CapturePipeline: @unchecked Sendable {
     private static let firstAudioWait = 240_000     // for a source's very first samples (5 s)
     private static let soundStartTimeout: Int64 = 3_000_000_000
 
-    init(configuration: EngineConfiguration, capture: any FrameSource, encoder: VideoEncoder,
+    init(configuration: EngineConfiguration, capture: any FrameSource, encoder: VideoEncoder?,
          sources: [(AudioSource, [SoundRole])], logger: Logger) throws(MediaError) {
         self.configuration = configuration
         self.capture = capture
@@ -128,7 +130,7 @@ final class CapturePipeline: @unchecked Sendable {
             guard !ran.load(ordering: .acquiring) else {
                 throw EngineError(.misuse, "a destination is attached before the capture runs")
             }
-            guard configuration.screenSizeChanges == .scaledToFit else {
+            guard configuration.screenSizeChanges == .scaledToFit, let videoEncoder else {
                 throw EngineError(.misuse, "a capture whose pictures follow the screen's size feeds taps only: a destination's track has one size")
             }
             do throws(MediaError) {
@@ -376,6 +378,7 @@ final class CapturePipeline: @unchecked Sendable {
     // MARK: Video thread
 
     private func videoLoop(start: Int64) {
+        guard let videoEncoder else { return }
         var failed = false
         while let frame = frames.pop() {
             defer { _ = freeFrames.push(frame) }

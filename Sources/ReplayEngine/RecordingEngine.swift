@@ -36,6 +36,7 @@ public final class RecordingEngine: Sendable {
     public let configuration: EngineConfiguration
     public let width: Int
     public let height: Int
+    /// The video encoder's name; empty for a capture that feeds taps only (it encodes nothing).
     public let encoderName: String
     /// What a person should know (no sound server: pictures only; a monitor taken as the microphone).
     public let warnings: [String]
@@ -70,12 +71,14 @@ public final class RecordingEngine: Sendable {
             case .unsupported, .lost: throw EngineError(.captureFailed, error.message)
             }
         }
-        // 2. The video encoder.
+        // 2. The video encoder, unless the pictures follow the screen's size: such a capture feeds
+        // taps only (a broadcast's frame ring, an app's own samples), whose reader encodes them. A
+        // 1080p libx264 opened for nothing cost a broadcast's start ~40 ms and replayd its memory.
         let (preset, crf) = configuration.quality.x264
         var settings = VideoEncoderSettings(width: capture.outputWidth, height: capture.outputHeight,
                                             framesPerSecond: configuration.framesPerSecond, preset: preset, crf: crf)
         if !configuration.x264TakesChangedBlocks { settings.backend = .libavcodecX264 }
-        let encoder = try openVideoEncoder(settings: settings, preference: configuration.encoder, logger: logger)
+        let encoder = follows ? nil : try openVideoEncoder(settings: settings, preference: configuration.encoder, logger: logger)
         // 3. Sound.
         var sources: [(AudioSource, [SoundRole])] = []
         do throws(AudioError) {
@@ -118,7 +121,7 @@ public final class RecordingEngine: Sendable {
             throw EngineError(error)
         }
         return RecordingEngine(configuration: configuration, pipeline: pipeline, width: capture.outputWidth,
-                               height: capture.outputHeight, encoderName: encoder.name, warnings: warnings,
+                               height: capture.outputHeight, encoderName: encoder?.name ?? "", warnings: warnings,
                                microphone: sources.contains { $0.0 == .microphone },
                                systemAudio: sources.contains { $0.0 == .systemMix })
     }
