@@ -212,6 +212,21 @@ def cpu_used(before, after, seconds):
     return ", ".join(f"{name} {cores:.2f}" for name, cores in sorted(spent.items(), key=lambda kv: -kv[1]) if cores >= 0.01)
 
 
+def resident_mb(commands):
+    """VmRSS of the processes with these command names, in MB (the verbose bench's memory line)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        name = fields.get("Name", "").strip()
+        if name in commands and "VmRSS" in fields:
+            found.append(f"{name} {int(fields['VmRSS'].split()[0]) / 1024:.1f}")
+    return ", ".join(sorted(found))
+
+
 def page_url(p, out):
     def found():
         if p.poll() is not None:
@@ -265,6 +280,7 @@ def main():
             before = cpu_by_command()
             time.sleep(SECONDS)
             log("CPU over the window, cores by command:", cpu_used(before, cpu_by_command(), SECONDS))
+            log("resident memory at its end, MB:", resident_mb(["replayd", "replay-extensio", "broadcast-servi"]))
             r = page.evaluate("({samples: window.__orkLatency.samples, bad: window.__orkLatency.bad, "
                               "mode: window.orkPlayer && window.orkPlayer.mode, status: null, "
                               "player: window.orkPlayer && [window.orkPlayer.fragments, window.orkPlayer.framesDecoded, "
