@@ -293,6 +293,13 @@ def main():
         page.close()
         browser.call("Target.closeTarget", targetId=target)
         end_broadcast(env, p)
+        if VERBOSE:
+            said = open(os.path.join(WORK, f"broadcast-glass{run}.log"), errors="replace").read().splitlines()
+            log(f"run {run}: replay broadcast said:", " | ".join(line for line in said if "dropped" in line or "error" in line.lower()) or "nothing dropped")
+            extension_log = os.path.join(WORK, "runtime", "openreplaykit", "extension-org.openreplaykit.reference.log")
+            if os.path.exists(extension_log):
+                ended = [line for line in open(extension_log, errors="replace").read().splitlines() if "stream ended" in line]
+                log(f"run {run}: the extension:", ended[-1].split(": ", 1)[-1] if ended else "no end of stream logged")
         time.sleep(1)
     stop(content)
 

@@ -13,7 +13,10 @@ public final class NginxRTMPServer: Sendable {
     public let directory: URL
     private let process: BackgroundProcess
 
-    /// `rtmp://127.0.0.1:PORT/live`: append `/KEY`.
+    /// `rtmp://127.0.0.1:PORT/live`: append `/KEY`. A player that joins a running stream there gets
+    /// its first picture at the next keyframe and no sound before it (`wait_key`, `wait_video`), as a
+    /// live player expects: without them nginx sent a late joiner sound first, and ffprobe's short
+    /// analysis saw a stream of sound alone.
     public var base: String { "rtmp://127.0.0.1:\(port)/live" }
 
     /// `rtmp://127.0.0.1:PORT/rec`: append `/KEY`. Live too, and what is published there is also
@@ -25,6 +28,12 @@ public final class NginxRTMPServer: Sendable {
     /// The FLV file nginx writes for a publish to `recordingBase/KEY` (complete once the publish ends).
     public func recording(of key: String) -> URL {
         directory.appendingPathComponent("rec/\(key).flv")
+    }
+
+    /// nginx's own log (its error log, at level info: each connection, publish and play), for a
+    /// test's failure message.
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
     }
 
     /// Waits until nginx has written the publish to `recordingBase/KEY` (more than 10 KB, then a
@@ -72,7 +81,7 @@ public final class NginxRTMPServer: Sendable {
                     server {
                         listen 127.0.0.1:\(port);
                         chunk_size 4096;
-                        application live { live on; record off; }
+                        application live { live on; record off; wait_key on; wait_video on; }
                         application rec { live on; record all; record_path \(prefix)/rec; record_unique off; }
                     }
                 }
