@@ -152,7 +152,7 @@ struct ChromiumPageTests {
             try await page.navigate(pageURL)
             try await page.waitFor("document.readyState === 'complete'")
             let publishing = Task {
-                try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: rtmp), logger: RTMPClientSystemTests.logger) { session in
+                try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: rtmp), setupTimeout: RTMPClientSystemTests.setupTimeout, logger: RTMPClientSystemTests.logger) { session in
                     try await RTMPClientSystemTests.send(tags, session)
                 }
             }

@@ -141,6 +141,11 @@ struct RTMPClientCodecTests {
 @Suite("RTMP client against real servers", .serialized, .timeLimit(.minutes(3)))
 struct RTMPClientSystemTests {
     static let logger = Logger(label: "test.rtmp-client")
+    /// The tests' publishers wait up to 30 s for the publish to start (the client's default is 10 s):
+    /// this process's cooperative pool (two threads here) is shared with tests that wait for a
+    /// subprocess without giving their thread back, and once in a `make test` it was starved long
+    /// enough for a publish to nginx to time out although nginx had answered.
+    static let setupTimeout: TimeAmount = .seconds(30)
 
     /// Sends the recording's tags at their pace (decoded and re-encoded by the RTMP module on the way).
     static func send(_ tags: [FLVFileTag], _ session: RTMPPublishSession, after each: (FLVFileTag) async throws -> Void = { _ in }) async throws {
@@ -182,7 +187,7 @@ struct RTMPClientSystemTests {
         let nginx = try await NginxRTMPServer.start()
         do {
             let url = "\(nginx.base)/clienttest"
-            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: url), logger: Self.logger) { session in
+            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: url), setupTimeout: RTMPClientSystemTests.setupTimeout, logger: Self.logger) { session in
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await Self.send(tags, session) }
                     // A player joins while the client publishes: nginx hands it what the client sent.
@@ -212,7 +217,7 @@ struct RTMPClientSystemTests {
 
         // A wrong key: refused with the server's status, before any media.
         do {
-            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(service.rtmpBase)/live_wrong"), logger: Self.logger) { _ in }
+            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(service.rtmpBase)/live_wrong"), setupTimeout: Self.setupTimeout, logger: Self.logger) { _ in }
             Issue.record("a wrong stream key was accepted")
         } catch let error as RTMPPublishError {
             #expect(error.code == .publishRefused && error.status == "NetStream.Publish.BadName", "\(error)")
@@ -223,7 +228,7 @@ struct RTMPClientSystemTests {
         let api = CurlSession(directory: directory)
         var checked = false
         do {
-            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(service.rtmpBase)/\(key)"), logger: Self.logger) { session in
+            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(service.rtmpBase)/\(key)"), setupTimeout: Self.setupTimeout, logger: Self.logger) { session in
                 try await Self.send(tags, session) { tag in
                     guard !checked, tag.timestamp >= 3000 else { return }
                     checked = true

@@ -65,7 +65,7 @@ struct RelayTests {
             #expect(try origin.admin(["user", "create", "hana"], stdin: "hana-password-1\n").status == 0)
             let key = try origin.admin(["key", "create", "hana"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
-            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(origin.rtmpBase)/\(key)"), logger: RTMPClientSystemTests.logger) { session in
+            try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(origin.rtmpBase)/\(key)"), setupTimeout: RTMPClientSystemTests.setupTimeout, logger: RTMPClientSystemTests.logger) { session in
                 try await RTMPClientSystemTests.send(tags, session)
             }
             #expect(origin.waitForLog("RTMP relay finished", timeout: 15), "\(origin.log.suffix(3000))")
