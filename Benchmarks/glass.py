@@ -190,20 +190,28 @@ def end_broadcast(env, p):
     stop(p, signal.SIGINT)
 
 
-def cpu_by_command():
-    """CPU seconds (user + system) of every process now, summed by command name, with the machine's
-    steal time: what the verbose bench prints for its latency window (who had the two cores)."""
+def processes():
+    """(command name, CPU seconds so far, resident MB) of every process now, from /proc."""
     ticks = os.sysconf("SC_CLK_TCK")
-    used = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = open(f"/proc/{pid}/stat").read()
+            status = open(f"/proc/{pid}/status").read()
         except OSError:
             continue
-        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        used[name] = used.get(name, 0) + (int(fields[11]) + int(fields[12])) / ticks
+        fields = stat[stat.rindex(")") + 2:].split()
+        rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+        yield stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / ticks, rss / 1024
+
+
+def cpu_by_command():
+    """CPU seconds (user + system) of every process now, summed by command name, with the machine's
+    steal time: what the verbose bench prints for its latency window (who had the two cores)."""
+    used = {}
+    for name, seconds, _ in processes():
+        used[name] = used.get(name, 0) + seconds
     cpu = open("/proc/stat").readline().split()
-    used["(steal)"] = int(cpu[8]) / ticks if len(cpu) > 8 else 0
+    used["(steal)"] = int(cpu[8]) / os.sysconf("SC_CLK_TCK") if len(cpu) > 8 else 0
     return used
 
 
@@ -213,18 +221,8 @@ def cpu_used(before, after, seconds):
 
 
 def resident_mb(commands):
-    """VmRSS of the processes with these command names, in MB (the verbose bench's memory line)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            status = open(f"/proc/{pid}/status").read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        name = fields.get("Name", "").strip()
-        if name in commands and "VmRSS" in fields:
-            found.append(f"{name} {int(fields['VmRSS'].split()[0]) / 1024:.1f}")
-    return ", ".join(sorted(found))
+    """The resident memory of the processes with these command names, in MB (the verbose bench's memory line)."""
+    return ", ".join(sorted(f"{name} {mb:.1f}" for name, _, mb in processes() if name in commands))
 
 
 def page_url(p, out):

@@ -139,9 +139,7 @@ struct ChromiumPageTests {
     func aNewPictureSizeMidBroadcastPlaysOnAtThatSize(player: String) async throws {
         let directory = try ServiceProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let small = try FLVFile.tags(of: try FLVFile.make(seconds: 5, directory: directory, size: "320x240"))
-        let large = try FLVFile.tags(of: try FLVFile.make(seconds: 7, directory: directory, size: "640x360"))
-        let tags = small + large.map { FLVFileTag(type: $0.type, timestamp: $0.timestamp + 5000, body: $0.body) }
+        let tags = try FLVFile.resizingTags([(5, "320x240"), (7, "640x360")], directory: directory)
         let service = try ServiceProcess(directory: directory)
         defer { service.stop() }
         let (key, id) = try Self.createBroadcast(on: service, directory: directory, user: "gus", title: "Resized")

@@ -56,9 +56,7 @@ struct RelayTests {
     @Test func aNewPictureSizeIsRelayedAsANewSequenceHeader() async throws {
         let directory = try ServiceProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let small = try FLVFile.tags(of: try FLVFile.make(seconds: 3, directory: directory, size: "320x240"))
-        let large = try FLVFile.tags(of: try FLVFile.make(seconds: 3, directory: directory, size: "640x360"))
-        let tags = small + large.map { FLVFileTag(type: $0.type, timestamp: $0.timestamp + 3000, body: $0.body) }
+        let tags = try FLVFile.resizingTags([(3, "320x240"), (3, "640x360")], directory: directory)
         try await NginxRTMPServer.with { nginx in
             let origin = try ServiceProcess(directory: directory, arguments: ["--relay", "\(nginx.recordingBase)/relayed"])
             defer { origin.stop() }

@@ -38,6 +38,20 @@ enum FLVFile {
     }
 
     /// A real H.264 + AAC recording, `seconds` long, 320×240 (or `size`) at 30 fps with a keyframe every second.
+    /// The tags of one publish whose picture changes size: a recording of each `(seconds, size)`
+    /// made with `make`, one after the other, the later ones' times moved on by the earlier ones'
+    /// length (each brings its own sequence headers, as an encoder that starts again does).
+    static func resizingTags(_ parts: [(seconds: Int, size: String)], directory: URL) throws -> [FLVFileTag] {
+        var tags: [FLVFileTag] = []
+        var offset: UInt32 = 0
+        for part in parts {
+            tags += try Self.tags(of: try make(seconds: part.seconds, directory: directory, size: part.size))
+                .map { FLVFileTag(type: $0.type, timestamp: $0.timestamp + offset, body: $0.body) }
+            offset += UInt32(part.seconds * 1000)
+        }
+        return tags
+    }
+
     static func make(seconds: Int, directory: URL, size: String = "320x240") throws -> URL {
         let file = directory.appendingPathComponent("source-\(UUID().uuidString).flv")
         let result = try Command.run("ffmpeg", ["-hide_banner", "-loglevel", "error", "-nostdin",
