@@ -234,7 +234,7 @@ let package = Package(
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
         .testTarget(name: "SystemWindowsTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ExtensionStreaming", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         // CAPI: the C program and the Python script that CAPITests compile and run against libopenreplaykit.so.
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], exclude: ["CAPI"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",

@@ -274,16 +274,22 @@ def main():
             page.evaluate(open(os.path.join(HERE, "service", "latency.js")).read())
             wait_for(lambda: page.evaluate("window.__orkLatency.samples.length") >= 60, 30, "60 pictures read back")
             time.sleep(3)
-            page.evaluate("window.__orkLatency.samples = []; window.__orkLatency.bad = 0; 1")
+            page.evaluate("window.__orkLatency.samples = []; window.__orkLatency.inPage = []; window.__orkLatency.bad = 0; 1")
             before = cpu_by_command()
             time.sleep(SECONDS)
             log("CPU over the window, cores by command:", cpu_used(before, cpu_by_command(), SECONDS))
             log("resident memory at its end, MB:", resident_mb(["replayd", "replay-extensio", "broadcast-servi"]))
-            r = page.evaluate("({samples: window.__orkLatency.samples, bad: window.__orkLatency.bad, "
+            r = page.evaluate("({samples: window.__orkLatency.samples, inPage: window.__orkLatency.inPage, decode: window.__orkLatency.decode, check: window.__orkLatency.check, bad: window.__orkLatency.bad, "
                               "mode: window.orkPlayer && window.orkPlayer.mode, status: null, "
                               "player: window.orkPlayer && [window.orkPlayer.fragments, window.orkPlayer.framesDecoded, "
                               "window.orkPlayer.framesDrawn, window.orkPlayer.audioDecoded, window.orkPlayer.behind]})")
             samples, bad = r["samples"], r["bad"]
+            if len(r["inPage"]) == len(samples) and samples:
+                # Where the time goes: up to the page (capture, encoding, the service, the socket) and in it
+                # (decoding, the draw queue, latency.js's check).
+                upstream = [s - p for s, p in zip(samples, r["inPage"])]
+                log(f"glass-to-glass split, p50 / p95 ms: up to the page {percentile(upstream, 50):.0f} / {percentile(upstream, 95):.0f}, "
+                    f"in the page {percentile(r['inPage'], 50):.0f} / {percentile(r['inPage'], 95):.0f}, decode {percentile(r['decode'], 50):.0f} / {percentile(r['decode'], 95):.0f}, check {percentile(r['check'], 50):.0f} / {percentile(r['check'], 95):.0f}")
             log("the page's player: fragments, frames decoded, frames drawn, sound decoded, behind:", r["player"])
             mode = r["mode"]
             status = subprocess.run([os.path.join(BIN, "replay"), "status"], env=env, capture_output=True, text=True).stdout

@@ -43,7 +43,7 @@ public final class StreamPipeline: Sendable {
         var mixer: AudioMixer?
         var bitrate: BitrateController?
         var origin: Int64?
-        var lastTick: Int64 = -1
+        var ticks = PictureTicks(framesPerSecond: StreamPipeline.framesPerSecond)
         var lastVideoAt: Int64 = 0
         /// Where the encoder's output has reached, in samples (nil until its first packet).
         var videoOutPosition: Int64?
@@ -216,9 +216,7 @@ public final class StreamPipeline: Sendable {
 
     private func encodePicture(_ state: inout State, at time: Int64) {
         guard let video = state.video, let picture = state.picture, let origin = state.origin, let stream = state.stream else { return }
-        let tick = (time - origin) * Self.framesPerSecond / 1_000_000_000
-        guard tick > state.lastTick else { return }
-        state.lastTick = tick
+        guard let tick = state.ticks.tick(elapsed: time - origin) else { return }
         state.lastVideoAt = MonotonicClock.now()
         guard stream.isLive else {
             picturesSkipped.add(1, ordering: .relaxed)
@@ -385,7 +383,8 @@ public final class StreamPipeline: Sendable {
             logger.info("stream ended", metadata: ["reconnections": "\(counters.reconnections)",
                                                    "videoPacketsDropped": "\(counters.videoPacketsDropped)",
                                                    "audioPacketsDropped": "\(counters.audioPacketsDropped)",
-                                                   "picturesSkipped": "\(skipped.pictures)"])
+                                                   "picturesSkipped": "\(skipped.pictures)",
+                                                   "picturesOneTickLater": "\(state.ticks.moved)", "picturesReplaced": "\(state.ticks.replaced)"])
         }
     }
 }

@@ -16,7 +16,7 @@
   const chat = document.getElementById("chat"), status = document.getElementById("status");
   const forceMSE = new URLSearchParams(location.search).get("player") === "mse";
   const stats = window.orkPlayer = { fragments: 0, bytes: 0, events: [], error: null, mime: null, mode: null,
-                                     framesDecoded: 0, framesDrawn: 0, audioDecoded: 0, reconnects: 0, players: 0,
+                                     framesDecoded: 0, framesDrawn: 0, inPage: null, decodeMs: null, drawnAt: null, audioDecoded: 0, reconnects: 0, players: 0,
                                      behind: null, message: "", messages: [], volume: 1, muted: false, fullscreen: false };
   let player = null, pending = [], mime = null, ended = false, socket = null;
   // Counts the players made on this page: a player still starting when a newer one is asked for is dropped.
@@ -250,26 +250,39 @@
                         (await AudioDecoder.isConfigSupported(audioTrack.config)).supported)) return null;
     const context2d = screen.getContext("2d");
     let waitingForKey = true, queue = [], lastDraw = 0;
+    // When each frame's fragment arrived (by its timestamp): stats.inPage is the last drawn frame's
+    // time from its arrival to its draw, in ms (the page's part of the latency; benchmarks read it).
+    const arrivals = new Map();
     function draw(frame) {
       if (screen.width !== frame.displayWidth || screen.height !== frame.displayHeight) {
         screen.width = frame.displayWidth; screen.height = frame.displayHeight;
       }
       context2d.drawImage(frame, 0, 0, screen.width, screen.height);
       shown = (frame.timestamp + (frame.duration || 0)) / 1e6;
+      lastDraw = performance.now();
+      const arrived = arrivals.get(frame.timestamp);
+      if (arrived !== undefined) { stats.inPage = lastDraw - arrived; stats.decodeMs = frame.__decodedAt - arrived; arrivals.delete(frame.timestamp); }
+      if (arrivals.size > 120) arrivals.clear();
       frame.close();
       stats.framesDrawn += 1;
-      lastDraw = performance.now();
+      stats.drawnAt = lastDraw;
     }
-    // Frames are drawn as soon as they are decoded; when several come at once (a fragment of several
-    // frames, or a network hiccup) they are spread over the following display refreshes.
+    // Frames are drawn as soon as they are decoded. When several come at once (a fragment of several
+    // frames, or a network hiccup) they are spread out, one at most every half frame: the queue drains
+    // at twice the frame rate, so a burst leaves no standing delay behind it (paced at the frame rate,
+    // as it was, a queue of two or three frames could stay for seconds: 70 ms more glass-to-glass).
+    let timer = null;
     function tick() {
+      timer = null;
       if (queue.length > 4) while (queue.length > 1) queue.shift().close();
-      const gap = Math.min(40, 0.75 * (queue.length && queue[0].duration ? queue[0].duration / 1000 : 33));
-      if (queue.length && performance.now() - lastDraw >= gap) draw(queue.shift());
-      if (queue.length) requestAnimationFrame(tick);
+      if (!queue.length) return;
+      const spacing = 0.5 * (queue[0].duration ? queue[0].duration / 1000 : 33);
+      const wait = spacing - (performance.now() - lastDraw);
+      if (wait <= 0) draw(queue.shift());
+      if (queue.length) timer = setTimeout(tick, wait > 0 ? wait : spacing);
     }
     const decoder = new VideoDecoder({
-      output: (frame) => { stats.framesDecoded += 1; queue.push(frame); if (queue.length === 1) tick(); },
+      output: (frame) => { frame.__decodedAt = performance.now(); stats.framesDecoded += 1; queue.push(frame); if (timer === null) tick(); },
       error: (e) => { stats.error = String(e); },
     });
     decoder.configure(videoTrack.config);
@@ -320,6 +333,7 @@
             newest = Math.max(newest, (s.pts + s.duration) / s.track.timescale);
             if (waitingForKey && !s.key) continue;
             waitingForKey = false;
+            arrivals.set(microseconds(s.pts), lastArrival);
             decoder.decode(new EncodedVideoChunk({ type: s.key ? "key" : "delta", timestamp: microseconds(s.pts),
                                                    duration: microseconds(s.duration), data: s.data }));
           } else if (audio && s.track === audioTrack && !waitingForKey) {
@@ -329,6 +343,7 @@
       },
       catchUp() { while (queue.length > 1) queue.shift().close(); },
       close() {
+        clearTimeout(timer);
         gain = null;
         resumeAudio = null;
         for (const f of queue) f.close();
