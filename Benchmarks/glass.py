@@ -304,6 +304,9 @@ def main():
             if os.path.exists(extension_log):
                 ended = [line for line in open(extension_log, errors="replace").read().splitlines() if "stream ended" in line]
                 log(f"run {run}: the extension:", ended[-1].split(": ", 1)[-1] if ended else "no end of stream logged")
+            published = [line for line in open(os.path.join(WORK, "service.log"), errors="replace").read().splitlines()
+                         if "RTMP publish ended" in line]
+            log(f"run {run}: the service:", published[-1].split("openreplaykit.service: ", 1)[-1] if published else "no end of publish logged")
         time.sleep(1)
     stop(content)
 

@@ -44,6 +44,9 @@ public final class StreamPipeline: Sendable {
         var bitrate: BitrateController?
         var origin: Int64?
         var ticks = PictureTicks(framesPerSecond: StreamPipeline.framesPerSecond)
+        /// How long after their capture new pictures came out of the encoder (replayd's capture, the
+        /// ring, our copy and libx264 together): counts by whole ms, the last for a second or more.
+        var encodedAfter = [Int](repeating: 0, count: 1001)
         var lastVideoAt: Int64 = 0
         /// Where the encoder's output has reached, in samples (nil until its first packet).
         var videoOutPosition: Int64?
@@ -214,7 +217,8 @@ public final class StreamPipeline: Sendable {
         }
     }
 
-    private func encodePicture(_ state: inout State, at time: Int64) {
+    /// Encodes the held picture, taken at `time`; `repeated`: a still screen's picture again (keep-alive).
+    private func encodePicture(_ state: inout State, at time: Int64, repeated: Bool = false) {
         guard let video = state.video, let picture = state.picture, let origin = state.origin, let stream = state.stream else { return }
         guard let tick = state.ticks.tick(elapsed: time - origin) else { return }
         state.lastVideoAt = MonotonicClock.now()
@@ -227,6 +231,7 @@ public final class StreamPipeline: Sendable {
         do throws(MediaError) {
             if let out = try video.encode(picture, pts: tick + Self.framesPerSecond * Self.startOffsetSeconds, to: state.outputs) {
                 noteVideoOut(&state, out)
+                if !repeated { state.encodedAfter[Int(min(1000, max(0, (MonotonicClock.now() - time) / 1_000_000)))] += 1 }
             }
         } catch {
             fail(&state, error.message)
@@ -243,7 +248,7 @@ public final class StreamPipeline: Sendable {
             guard !state.failed, !state.finished, state.stream != nil, state.picture != nil, let origin = state.origin else { return }
             let now = MonotonicClock.now()
             if now - state.lastVideoAt >= Self.keepAlive {
-                encodePicture(&state, at: now)
+                encodePicture(&state, at: now, repeated: true)
             }
             drainAudio(&state, now: (now - origin) * 48_000 / 1_000_000_000)
             if let stream = state.stream, stream.isLive, var bitrate = state.bitrate {
@@ -364,6 +369,18 @@ public final class StreamPipeline: Sendable {
         failure(message)
     }
 
+    /// The `q`th percentile of a histogram of whole milliseconds ("-" when it is empty).
+    static func percentile(_ q: Int, of counts: [Int]) -> String {
+        let total = counts.reduce(0, +)
+        guard total > 0 else { return "-" }
+        var seen = 0
+        for (ms, count) in counts.enumerated() {
+            seen += count
+            if seen * 100 >= total * q { return "\(ms)" }
+        }
+        return "\(counts.count - 1)"
+    }
+
     /// Flushes the encoders and ends the stream; the keep-alive thread stops.
     public func finish() {
         state.withLock { state in
@@ -381,6 +398,8 @@ public final class StreamPipeline: Sendable {
             }
             let counters = stream.counters
             logger.info("stream ended", metadata: ["reconnections": "\(counters.reconnections)",
+                                                   "captureToEncodedMsP50": "\(Self.percentile(50, of: state.encodedAfter))",
+                                                   "captureToEncodedMsP95": "\(Self.percentile(95, of: state.encodedAfter))",
                                                    "videoPacketsDropped": "\(counters.videoPacketsDropped)",
                                                    "audioPacketsDropped": "\(counters.audioPacketsDropped)",
                                                    "picturesSkipped": "\(skipped.pictures)",

@@ -99,6 +99,8 @@ final class FragmentedMP4Muxer {
         var keyframe: Bool
     }
     private var heldVideo: HeldPacket?
+    /// Video frames held until their successor came (no steady frame rate to predict their duration from).
+    private(set) var videoFramesHeld = 0
     private var heldAudio: HeldPacket?
     private var videoWritten = false
     /// The latest decode-time steps between video frames, newest last.
@@ -147,6 +149,7 @@ final class FragmentedMP4Muxer {
         guard let duration = predictedVideoDuration else {
             lastPrediction = nil
             heldVideo = next
+            videoFramesHeld += 1
             return fragments
         }
         lastPrediction = duration

@@ -36,6 +36,10 @@ struct IngestPipeline {
     private(set) var videoFrames = 0
     private(set) var audioFrames = 0
     private(set) var rejectedTags = 0
+    /// Video frames held for their successor, by the muxers before the current one.
+    private var earlierFramesHeld = 0
+    /// Video frames that waited for their successor (an uneven frame rate): each cost its viewers a frame of latency.
+    var videoFramesHeld: Int { earlierFramesHeld + (muxer?.muxer.videoFramesHeld ?? 0) }
 
     init(stream: LiveStream, threadPool: NIOThreadPool, logger: Logger, fragmentDuration: Int64 = 100, frameFragmentViewers: Int = 0,
          relay: RTMPRelay? = nil) {
@@ -120,6 +124,7 @@ struct IngestPipeline {
     private mutating func changeVideoConfiguration(_ avcC: AVCDecoderConfigurationRecord) async throws {
         let sps = try H264SequenceParameterSet(decoding: avcC.sequenceParameterSets[0])
         try await flushMuxer()
+        earlierFramesHeld = videoFramesHeld
         let before = video.map { "\($0.sps.width)x\($0.sps.height)" } ?? "none"
         logger.info("H.264 configuration changed: viewers get the new one", metadata: ["from": "\(before)", "size": "\(sps.width)x\(sps.height)"])
         video = (avcC, sps)

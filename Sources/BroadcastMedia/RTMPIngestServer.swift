@@ -190,7 +190,8 @@ package struct RTMPIngestServer: Service {
         setupDeadline.cancel()
         if var pipeline {
             await pipeline.finish()
-            logger.info("RTMP publish ended", metadata: ["video": "\(pipeline.videoFrames)", "audio": "\(pipeline.audioFrames)"])
+            logger.info("RTMP publish ended", metadata: ["video": "\(pipeline.videoFrames)", "audio": "\(pipeline.audioFrames)",
+                                                         "videoHeldForSuccessor": "\(pipeline.videoFramesHeld)"])
         }
         if let publication { await delegate.stopPublishing(publication) }
     }
