@@ -22,7 +22,9 @@ struct RelayTests {
         #expect(try origin.admin(["user", "create", "gina"], stdin: "gina-password-1\n").status == 0)
         let key = try origin.admin(["key", "create", "gina"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
-        let publisher = try FFmpegPublisher(url: "\(origin.rtmpBase)/\(key)", seconds: 12, directory: directory)
+        // Long enough to outlast a loaded machine's start (the test stops it once the copy was read):
+        // at 12 s it once ended, and the downstream broadcast with it, before the probe read the copy.
+        let publisher = try FFmpegPublisher(url: "\(origin.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { publisher.stop() }
         #expect(origin.waitForLog("RTMP relay connected", timeout: 15), "\(origin.log)")
         #expect(downstream.waitForLog("Broadcast live", timeout: 15))
@@ -37,12 +39,14 @@ struct RelayTests {
         }
         let url = try #require(hls)
         var probe = CommandResult(status: -1, stdout: "", stderr: "")
-        for _ in 0..<40 {
+        let deadline = ContinuousClock.now + .seconds(40)
+        while ContinuousClock.now < deadline {
             probe = try Command.run("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "compact", url], timeout: 20)
             if probe.status == 0, probe.stdout.contains("h264") { break }
             try await Task.sleep(for: .milliseconds(250))
         }
-        #expect(probe.stdout.contains("codec_name=h264|width=320|height=240"), "\(probe.stderr)")
+        #expect(probe.stdout.contains("codec_name=h264|width=320|height=240"),
+                "\(probe.stderr)\norigin:\n\(origin.log.suffix(2000))\ndownstream:\n\(downstream.log.suffix(2000))")
         #expect(probe.stdout.contains("codec_name=aac"))
 
         publisher.stop()
