@@ -9,7 +9,12 @@ shift 2
 setsid "$@" &
 phase=$!
 (
-  sleep "$((minutes * 60))"
+  # Ended with the phase, it ends its sleep too: an orphaned sleep kept the phase's output open
+  # (a pipe reading it waited out the whole deadline).
+  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  sleep "$((minutes * 60))" &
+  sleeper=$!
+  wait "$sleeper"
   echo "make test: the $name did not finish within $minutes minutes: a test hangs. What was still running:" >&2
   ps -eo pid,ppid,pgid,etime,args --sort=start_time | grep -v -E ' (ps -eo|grep -v)' | tail -40 >&2
   kill -TERM -- "-$phase" 2>/dev/null

@@ -62,7 +62,7 @@ extension ChromiumPageTests {
         let etag = try #require(headers["etag"])
         let lastModified = try #require(headers["last-modified"])
         #expect(headers["server-timing"]?.hasPrefix("render;dur=") == true)
-        _ = try Command.run("/usr/bin/curl", ["-s", "-o", jpegFile.path, base + "/b/\(id)/thumbnail.jpg"])
+        _ = try await Command.run("/usr/bin/curl", ["-s", "-o", jpegFile.path, base + "/b/\(id)/thumbnail.jpg"])
         let picture = try ThumbnailTests.colours(ofJPEG: [UInt8](Data(contentsOf: jpegFile)))
         #expect(picture.width == 480 && picture.height == 270, "480 wide, 16:9 like the 1280x720 publish")
         #expect(picture.colours >= 8, "testsrc's colours: \(picture.colours)")

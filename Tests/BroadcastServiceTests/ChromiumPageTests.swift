@@ -49,7 +49,7 @@ struct ChromiumPageTests {
         #expect(try service.admin(["app", "verify", "com.example.racer", "--icon", iconFile.path]).status == 0)
         let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 40, directory: directory)
         defer { publisher.stop() }
-        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+        #expect(await service.waitForLog("RTMP publish started", timeout: 15))
 
         let chromium = try Chromium(directory: directory)
         defer { chromium.stop() }
@@ -172,7 +172,7 @@ struct ChromiumPageTests {
             #expect(try await page.evaluate("orkPlayer.error") == "null")
             try await publishing.value
         }
-        #expect(service.waitForLog("H.264 configuration changed"), "\(service.log.suffix(2000))")
+        #expect(await service.waitForLog("H.264 configuration changed"), "\(service.log.suffix(2000))")
     }
 
     /// A new account `user` with a stream key, and a broadcast created with that key (not yet live):

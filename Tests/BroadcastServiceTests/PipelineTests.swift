@@ -76,7 +76,7 @@ struct PipelineTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ork-mux-\(UUID().uuidString).mp4")
         defer { try? FileManager.default.removeItem(at: file) }
         try Data(initSegment.readableBytesView + segment.readableBytesView).write(to: file)
-        let probe = try Command.run("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames,width,height",
+        let probe = try await Command.run("ffprobe", ["-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames,width,height",
                                                 "-of", "compact", file.path])
         #expect(probe.stdout.contains("codec_name=h264|width=160|height=120|nb_read_frames=30"), "\(probe.stdout) \(probe.stderr)")
         #expect(probe.stdout.contains("codec_name=aac"))

@@ -36,9 +36,9 @@ struct PostgresTests {
 
         // Publish to node A: the broadcast prepared on node B goes live there, then ends.
         let publisher = try FFmpegPublisher(url: "\(nodeA.rtmpBase)/\(key)", seconds: 3, directory: directory)
-        #expect(nodeA.waitForLog("Broadcast live", timeout: 15))
+        #expect(await nodeA.waitForLog("Broadcast live", timeout: 15))
         #expect(publisher.wait(timeout: 30) == 0, "\(publisher.log)")
-        #expect(nodeA.waitForLog("Broadcast ended"))
+        #expect(await nodeA.waitForLog("Broadcast ended"))
         // The account's icon (unverified: served at the account's own icon URL), from the shared database.
         let iconURL = try #require((created["application"] as? [String: Any])?["iconURL"] as? String)
         let icon = try api.request("GET", nodeA.baseURL + String(try #require(iconURL.firstMatch(of: /\/user-icons\/.*/)?.0)))

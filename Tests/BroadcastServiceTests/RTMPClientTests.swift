@@ -222,7 +222,7 @@ struct RTMPClientSystemTests {
         } catch let error as RTMPPublishError {
             #expect(error.code == .publishRefused && error.status == "NetStream.Publish.BadName", "\(error)")
         }
-        #expect(service.waitForLog("RTMP publish refused"))
+        #expect(await service.waitForLog("RTMP publish refused"))
 
         // The right key: live in the directory, HLS readable; then the key is revoked and the publish ends.
         let api = CurlSession(directory: directory)
@@ -250,6 +250,6 @@ struct RTMPClientSystemTests {
             #expect(checked)
             #expect(error.code == .publishEnded && "\(error)".contains("revoked"), "\(error)")
         }
-        #expect(service.waitForLog("Broadcast ended"))
+        #expect(await service.waitForLog("Broadcast ended"))
     }
 }

@@ -26,8 +26,8 @@ struct RelayTests {
         // at 12 s it once ended, and the downstream broadcast with it, before the probe read the copy.
         let publisher = try FFmpegPublisher(url: "\(origin.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { publisher.stop() }
-        #expect(origin.waitForLog("RTMP relay connected", timeout: 15), "\(origin.log)")
-        #expect(downstream.waitForLog("Broadcast live", timeout: 15))
+        #expect(await origin.waitForLog("RTMP relay connected", timeout: 15), "\(origin.log)")
+        #expect(await downstream.waitForLog("Broadcast live", timeout: 15))
 
         // The relayed copy plays downstream: ffprobe reads its HLS.
         let api = CurlSession(directory: directory)
@@ -41,7 +41,7 @@ struct RelayTests {
         var probe = CommandResult(status: -1, stdout: "", stderr: "")
         let deadline = ContinuousClock.now + .seconds(40)
         while ContinuousClock.now < deadline {
-            probe = try Command.run("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "compact", url], timeout: 20)
+            probe = try await Command.run("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "compact", url], timeout: 20)
             if probe.status == 0, probe.stdout.contains("h264") { break }
             try await Task.sleep(for: .milliseconds(250))
         }
@@ -50,8 +50,8 @@ struct RelayTests {
         #expect(probe.stdout.contains("codec_name=aac"))
 
         publisher.stop()
-        #expect(origin.waitForLog("RTMP relay finished"))
-        #expect(downstream.waitForLog("Broadcast ended"))
+        #expect(await origin.waitForLog("RTMP relay finished"))
+        #expect(await downstream.waitForLog("Broadcast ended"))
     }
 
     /// The broadcaster's picture changes size mid-broadcast (a new H.264 sequence header in one
@@ -70,7 +70,7 @@ struct RelayTests {
             try await RTMPPublisher.publish(to: try RTMPPublishTarget(url: "\(origin.rtmpBase)/\(key)"), setupTimeout: RTMPClientSystemTests.setupTimeout, logger: RTMPClientSystemTests.logger) { session in
                 try await RTMPClientSystemTests.send(tags, session)
             }
-            #expect(origin.waitForLog("RTMP relay finished", timeout: 15), "\(origin.log.suffix(3000))")
+            #expect(await origin.waitForLog("RTMP relay finished", timeout: 15), "\(origin.log.suffix(3000))")
             #expect(origin.log.contains("RTMP relay follows a new H.264 configuration"))
 
             let file = try await nginx.finishedRecording(of: "relayed")

@@ -76,7 +76,7 @@ struct SecuritySystemTests {
         let key = try service.admin(["key", "create", "dora"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { publisher.stop() }
-        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+        #expect(await service.waitForLog("RTMP publish started", timeout: 15))
         let browser = CurlSession(directory: directory)
         let id = try #require(try ServiceSystemTests.liveBroadcasts(service, session: browser).first?["id"] as? String)
         let eventsURL = "ws://127.0.0.1:\(service.httpPort)/api/v1/broadcasts/\(id)/events"
@@ -110,13 +110,13 @@ struct SecuritySystemTests {
         let key = try service.admin(["key", "create", "gus"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { publisher.stop() }
-        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+        #expect(await service.waitForLog("RTMP publish started", timeout: 15))
         // Another process (the command line, or another node on PostgreSQL) revokes the key.
         #expect(try service.admin(["key", "revoke", key]).status == 0)
         let deadline = Date().addingTimeInterval(6)
         while publisher.process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!publisher.process.isRunning, "the live publish notices the revocation within seconds")
-        #expect(service.waitForLog("the stream key was revoked"))
+        #expect(await service.waitForLog("the stream key was revoked"))
         #expect(try ServiceSystemTests.liveBroadcasts(service, session: CurlSession(directory: directory)).isEmpty)
     }
 
@@ -129,7 +129,7 @@ struct SecuritySystemTests {
         let key = try service.admin(["key", "create", "eve"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let first = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { first.stop() }
-        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+        #expect(await service.waitForLog("RTMP publish started", timeout: 15))
         let second = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 60, directory: directory)
         defer { second.stop() }
         let deadline = Date().addingTimeInterval(10)
@@ -216,7 +216,7 @@ struct SecuritySystemTests {
         // The key in the RTMP application path.
         let misplaced = try FFmpegPublisher(url: "rtmp://127.0.0.1:\(service.rtmpPort)/\(key)/x", seconds: 2, directory: directory)
         _ = misplaced.wait(timeout: 20)
-        #expect(service.waitForLog("unknown application"))
+        #expect(await service.waitForLog("unknown application"))
         let log = service.log
         #expect(!log.split(separator: "\n").contains { $0.hasPrefix("2026-01-01T00:00:00+0000") }, "no forged line")
         #expect(!log.contains("\nforged line") && !log.contains("\r") && !log.contains("\0"))
@@ -348,7 +348,7 @@ struct SecuritySystemTests {
 
         let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 30, directory: directory)
         defer { publisher.stop() }
-        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+        #expect(await service.waitForLog("RTMP publish started", timeout: 15))
         let home = try browser.request("GET", service.baseURL + "/")
         let href = try #require(home.body.firstMatch(of: /href="(\/apps\/[^"]+)"/)?.1)
         let page = try browser.request("GET", service.baseURL + String(href)).body

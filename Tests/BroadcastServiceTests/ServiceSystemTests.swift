@@ -87,7 +87,7 @@ struct ServiceSystemTests {
         let hls = try #require(entry["hlsURL"] as? String)
         var probe = CommandResult(status: -1, stdout: "", stderr: "")
         for _ in 0..<40 {
-            probe = try Command.run("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "compact", hls], timeout: 20)
+            probe = try await Command.run("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height", "-of", "compact", hls], timeout: 20)
             if probe.status == 0, probe.stdout.contains("h264") { break }
             try await Task.sleep(for: .milliseconds(250))
         }
@@ -107,12 +107,12 @@ struct ServiceSystemTests {
         #expect(viewer.binaryMessages.count >= 61, "fragments in 10 s: \(viewer.binaryMessages.count)")
         let file = directory.appendingPathComponent("viewer.mp4")
         try Data(viewer.binaryBytes).write(to: file)
-        let frames = try Command.run("ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames,codec_name",
+        let frames = try await Command.run("ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames,codec_name",
                                                  "-of", "compact", file.path])
         #expect(frames.status == 0, "\(frames.stderr)")
         let decoded = Int(frames.stdout.split(separator: "=").last.map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "") ?? 0
         #expect(decoded >= 45, "frames decoded from 60 WebSocket fMP4 fragments: \(frames.stdout)")
-        let decodeErrors = try Command.run("ffmpeg", ["-v", "error", "-i", file.path, "-f", "null", "-"])
+        let decodeErrors = try await Command.run("ffmpeg", ["-v", "error", "-i", file.path, "-f", "null", "-"])
         #expect(decodeErrors.status == 0 && decodeErrors.stderr.isEmpty, "\(decodeErrors.stderr)")
 
         // Viewers sign in, chat and like; the extension's event stream receives it all.
@@ -159,7 +159,7 @@ struct ServiceSystemTests {
 
         // The publisher stops: the broadcast ends and is recorded.
         publisher.stop()
-        #expect(service.waitForLog("Broadcast ended"))
+        #expect(await service.waitForLog("Broadcast ended"))
         #expect(try Self.liveBroadcasts(service, session: browser).isEmpty)
 
         // Restart: accounts, keys and past broadcasts are still there.
@@ -222,14 +222,14 @@ struct ServiceSystemTests {
         var handshake = [UInt8](repeating: 0, count: 1 + 2 * 1536)
         handshake[0] = 3
         #expect(try await exchange([3] + [UInt8](repeating: 7, count: 1536) + [UInt8](repeating: 0, count: 1536) + [0xC5, 1, 2, 3], wait: 5))
-        #expect(service.waitForLog("malformed chunk stream"))
+        #expect(await service.waitForLog("malformed chunk stream"))
         // A type 0 header announcing a 100 MB message.
         #expect(try await exchange(handshake + [0x03, 0, 0, 0, 0xFF, 0xFF, 0xFF, 20, 0, 0, 0, 0], wait: 5))
-        #expect(service.waitForLog("messageTooLarge"))
+        #expect(await service.waitForLog("messageTooLarge"))
         #expect(try await exchange([6], wait: 5))
-        #expect(service.waitForLog("bad handshake"))
+        #expect(await service.waitForLog("bad handshake"))
         #expect(try await exchange([3, 0, 0], wait: 6), "slowloris: the setup timeout closes it")
-        #expect(service.waitForLog("not publishing within the setup timeout"))
+        #expect(await service.waitForLog("not publishing within the setup timeout"))
 
         // Random chunk streams after a good handshake (seeded): every connection ends, the service stays up.
         var rng = SeededGenerator(seed: 2024)
@@ -265,7 +265,7 @@ struct ServiceSystemTests {
         let key = try service.admin(["key", "create", "kim"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let publisher = try FFmpegPublisher(url: "\(service.rtmpBase)/\(key)", seconds: 20, directory: directory)
         defer { publisher.stop() }
-        #expect(service.waitForLog("RTMP publish started", timeout: 15))
+        #expect(await service.waitForLog("RTMP publish started", timeout: 15))
         let id = try #require(try Self.liveBroadcasts(service, session: CurlSession(directory: directory)).first?["id"] as? String)
 
         // SIGTERM: the publish is closed, the broadcast recorded as ended, the process exits 0.

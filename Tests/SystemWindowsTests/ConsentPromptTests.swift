@@ -69,7 +69,7 @@ extension SystemWindowsTests {
 
         /// Closing the window (the window manager's close: Alt+F4 in openbox, WM_DELETE_WINDOW) denies.
         @Test func closingDenies() async throws {
-            let answer = try await prompt { desktop, _ in try await desktop.xdotool(["key", "alt+F4"]) }
+            let answer = try await prompt { desktop, window in try await desktop.closeThroughWindowManager(window) }
             #expect(answer == "deny")
         }
 

@@ -152,12 +152,7 @@ extension SystemWindowsTests {
         }
 
         @Test func closingCancels() async throws {
-            let answer = try await picker { desktop, _ in
-                // As before the other keys: on a loaded machine (a make test's windows phase, once)
-                // an alt+F4 sent at once could come before openbox had the window and be lost.
-                try await Task.sleep(for: .milliseconds(500))
-                try await desktop.xdotool(["key", "alt+F4"])
-            }
+            let answer = try await picker { desktop, window in try await desktop.closeThroughWindowManager(window) }
             #expect(answer == .cancelled)
         }
 

@@ -14,8 +14,35 @@ struct CommandResult {
 /// the signals this process ignores (a SIGTERM then never ends them) and its `waitUntilExit` can wait
 /// forever for an exit it missed, blocking a thread of the cooperative pool (a whole run hung so).
 enum Command {
+    /// The same as the synchronous `run`, waiting without holding a thread of the cooperative pool
+    /// (two on this machine: tests that block them starve every test beside them).
+    static func run(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
+                    workingDirectory: URL? = nil, timeout: Double = 60) async throws -> CommandResult {
+        let (process, inputFile) = try start(executable, arguments, stdin: stdin, environment: environment, workingDirectory: workingDirectory)
+        defer { if let inputFile { try? FileManager.default.removeItem(at: inputFile) } }
+        let result: ProcessResult
+        do {
+            result = try await process.waitForExit(timeout: .milliseconds(Int(timeout * 1000)))
+        } catch {
+            guard let ended = await process.terminate(grace: .seconds(2)) else { throw TestFailure("`\(executable)` did not end, even killed") }
+            result = ended
+        }
+        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
+    }
+
     static func run(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
                     workingDirectory: URL? = nil, timeout: Double = 60) throws -> CommandResult {
+        let (process, inputFile) = try start(executable, arguments, stdin: stdin, environment: environment, workingDirectory: workingDirectory)
+        defer { if let inputFile { try? FileManager.default.removeItem(at: inputFile) } }
+        guard let result = process.blockingWait(timeout: timeout) ?? process.blockingTerminate(grace: 2) else {
+            throw TestFailure("`\(executable)` did not end, even killed")
+        }
+        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
+    }
+
+    /// Starts `executable`, its standard input from a 0600 file holding `stdin` (returned, to remove) or /dev/null.
+    private static func start(_ executable: String, _ arguments: [String], stdin: String?, environment: [String: String]?,
+                              workingDirectory: URL?) throws -> (BackgroundProcess, URL?) {
         var input = "/dev/null"
         var inputFile: URL?
         if let stdin {
@@ -26,14 +53,15 @@ enum Command {
             input = file.path
             inputFile = file
         }
-        defer { if let inputFile { try? FileManager.default.removeItem(at: inputFile) } }
-        let process = try BackgroundProcess(executable, arguments: arguments,
-                                            environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } },
-                                            workingDirectory: workingDirectory?.path, standardInput: input)
-        guard let result = process.blockingWait(timeout: timeout) ?? process.blockingTerminate(grace: 2) else {
-            throw TestFailure("`\(executable)` did not end, even killed")
+        do {
+            let process = try BackgroundProcess(executable, arguments: arguments,
+                                                environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } },
+                                                workingDirectory: workingDirectory?.path, standardInput: input)
+            return (process, inputFile)
+        } catch {
+            if let inputFile { try? FileManager.default.removeItem(at: inputFile) }
+            throw error
         }
-        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
     }
 }
 
@@ -123,13 +151,15 @@ final class ServiceProcess {
     }
 
     /// Waits until the log contains `text`.
-    func waitForLog(_ text: String, timeout: Double = 10) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+    /// Waits until the log contains `text` (sleeping between looks: the test process's cooperative
+    /// threads, two on this machine, stay free for the tests beside it).
+    func waitForLog(_ text: String, timeout: Double = 10) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < deadline {
             if log.contains(text) { return true }
-            Thread.sleep(forTimeInterval: 0.1)
+            try? await Task.sleep(for: .milliseconds(100))
         }
-        return false
+        return log.contains(text)
     }
 }
 
