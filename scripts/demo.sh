@@ -176,7 +176,10 @@ if [ -z "$PAGE" ] || ! curl -fsS "http://127.0.0.1:$HTTP_PORT/api/live" 2>/dev/n
 fi
 sleep 3
 FRAME="$OUT/broadcast-frame.png"
-ffmpeg -nostdin -v error -y -i "${PAGE/\/b\//\/hls\/}/index.m3u8" -frames:v 1 "$FRAME" 2>/dev/null || FRAME=""
+# The 16th picture of the stream, not its first: the test content flashes white once a second, the
+# flash makes libx264 start a new keyframe, and HLS segments start on keyframes (the first picture
+# was the white flash).
+ffmpeg -nostdin -v error -y -i "${PAGE/\/b\//\/hls\/}/index.m3u8" -vf "select=gte(n\,15)" -frames:v 1 "$FRAME" 2>/dev/null || FRAME=""
 echo
 echo "Recording:    $FILE"
 [ -n "${APP_FILE:-}" ] && echo "SketchPad:    $APP_FILE"
