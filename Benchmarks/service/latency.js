@@ -6,7 +6,7 @@
 (() => {
   if (window.__orkLatency) return "already";
   const BITS = 32, W = 640, H = 360, BAND = 60;
-  const r = window.__orkLatency = { samples: [], inPage: [], bad: 0, frames: 0, seen: new Set(), error: null, mode: null };
+  const r = window.__orkLatency = { samples: [], inPage: [], decode: [], check: [], bad: 0, frames: 0, seen: new Set(), error: null, mode: null };
   const canvas = document.createElement("canvas");
   canvas.width = W; canvas.height = H;
   const ctx = canvas.getContext("2d", { willReadFrequently: true });
@@ -60,9 +60,15 @@
       let latency = (now - value + 4294967296) % 4294967296;
       if (latency > 2147483648) latency -= 4294967296;
       r.samples.push(latency);
-      // Our player's own part of this sample: from its fragment's arrival to now (its draw, then this check).
+      // Our player's own part of this sample: from its fragment's arrival to now (its draw, then this
+      // check), and of that the decoding and this check's delay after the draw.
       const player = window.orkPlayer;
-      if (source.tagName === "CANVAS" && player.inPage !== null) { r.inPage.push(player.inPage + performance.now() - player.drawnAt); (r.decode = r.decode || []).push(player.decodeMs); (r.check = r.check || []).push(performance.now() - player.drawnAt); }
+      if (source.tagName === "CANVAS" && player.inPage !== null) {
+        const check = performance.now() - player.drawnAt;
+        r.inPage.push(player.inPage + check);
+        r.decode.push(player.decodeMs);
+        r.check.push(check);
+      }
     } catch (e) { r.error = String(e); }
   }
   function onFrame() {

@@ -28,16 +28,22 @@ package struct PictureTicks: Sendable {
     package mutating func tick(elapsed: Int64) -> Int64? {
         guard elapsed >= 0 else { return nil }
         let nearest = (elapsed * framesPerSecond + 500_000_000) / 1_000_000_000
-        guard let last, nearest <= last else {
-            last = nearest
-            return nearest
-        }
-        guard last + 1 <= nearest + 1 else {
+        let tick: Int64
+        switch last {
+        case nil:
+            tick = nearest
+        case let previous? where nearest > previous:
+            tick = nearest
+        case let previous? where nearest == previous:
+            // Its own tick is taken: the next, one tick late.
+            moved += 1
+            tick = nearest + 1
+        default:
+            // The next free tick would be two or more late.
             replaced += 1
             return nil
         }
-        moved += 1
-        self.last = last + 1
-        return last + 1
+        last = tick
+        return tick
     }
 }

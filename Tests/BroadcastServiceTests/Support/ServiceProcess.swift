@@ -9,6 +9,13 @@ struct CommandResult {
     var stderr: String
 }
 
+extension CommandResult {
+    /// A finished process's: a death by signal N is status 128 + N, as a shell says.
+    init(_ result: ProcessResult) {
+        self.init(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
+    }
+}
+
 /// The tests' children are started by ReplayTesting's `BackgroundProcess` (posix_spawn with default
 /// signal handling, exit collected with waitpid), never Foundation's `Process`: its children inherit
 /// the signals this process ignores (a SIGTERM then never ends them) and its `waitUntilExit` can wait
@@ -27,7 +34,7 @@ enum Command {
             guard let ended = await process.terminate(grace: .seconds(2)) else { throw TestFailure("`\(executable)` did not end, even killed") }
             result = ended
         }
-        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
+        return CommandResult(result)
     }
 
     static func run(_ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
@@ -37,7 +44,7 @@ enum Command {
         guard let result = process.blockingWait(timeout: timeout) ?? process.blockingTerminate(grace: 2) else {
             throw TestFailure("`\(executable)` did not end, even killed")
         }
-        return CommandResult(status: result.terminatedBySignal ? 128 + result.status : result.status, stdout: result.stdout, stderr: result.stderr)
+        return CommandResult(result)
     }
 
     /// Starts `executable`, its standard input from a 0600 file holding `stdin` (returned, to remove) or /dev/null.
