@@ -149,8 +149,10 @@ def service(env):
 
 def chromium():
     profile = os.path.join(WORK, "chromium")
-    os.makedirs(profile)
+    # Its temporary files (the singleton socket's directory, left behind even on SIGTERM) go with it.
+    os.makedirs(os.path.join(profile, "tmp"))
     env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env["TMPDIR"] = os.path.join(profile, "tmp")
     spawn(["chromium", "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
            "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
            "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio",

@@ -227,12 +227,14 @@ def line(name, ours, theirs, ratio_text, ok):
 
 def chromium():
     profile = os.path.join(WORK, "chromium")
-    os.makedirs(profile)
+    # Its temporary files (the singleton socket's directory, left behind even on SIGTERM) go with it.
+    os.makedirs(os.path.join(profile, "tmp"))
     p = spawn(["chromium", "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
                "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
                "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio",
                "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-               "--disable-backgrounding-occluded-windows", "--window-size=800,600", "about:blank"], "chromium")
+               "--disable-backgrounding-occluded-windows", "--window-size=800,600", "about:blank"], "chromium",
+              env=dict(os.environ, TMPDIR=os.path.join(profile, "tmp")))
     port_file = os.path.join(profile, "DevToolsActivePort")
     port = int(wait_for(lambda: os.path.exists(port_file) and open(port_file).read().split("\n")[0], 30, "Chromium"))
     return p, port

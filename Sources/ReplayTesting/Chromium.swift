@@ -12,17 +12,30 @@ import Glibc
 public final class Chromium: Sendable {
     let process: BackgroundProcess
     public let profile: URL
+    /// Its `TMPDIR`, apart from the profile: the singleton socket made there must stay under the
+    /// 108 bytes of a socket's path.
+    let temporary: URL
     public let port: Int
 
     /// - Parameter extraArguments: more command-line switches (e.g. `--host-resolver-rules` for made-up host names).
     public init(directory: URL, extraArguments: [String] = []) throws {
         profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+        // Its temporary files (the singleton socket's directory, which it leaves behind even on
+        // SIGTERM) go in a directory of their own, removed with the profile.
         try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
-        process = try BackgroundProcess("/usr/bin/chromium", arguments: [
-            "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=\(profile.path)",
-            "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
-            "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio"]
-            + extraArguments + ["about:blank"])
+        temporary = try makeTemporaryDirectory(prefix: "ork-chromium")
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = temporary.path
+        do {
+            process = try BackgroundProcess("/usr/bin/chromium", arguments: [
+                "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--user-data-dir=\(profile.path)",
+                "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "--remote-allow-origins=*",
+                "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-gpu", "--mute-audio"]
+                + extraArguments + ["about:blank"], environment: environment)
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw error
+        }
         // Chromium writes the port it chose into DevToolsActivePort.
         let file = profile.appendingPathComponent("DevToolsActivePort")
         let deadline = Date().addingTimeInterval(30)
@@ -50,6 +63,7 @@ public final class Chromium: Sendable {
         // Its helpers (renderer, GPU, zygote) are in its process group.
         kill(-process.pid, SIGKILL)
         try? FileManager.default.removeItem(at: profile)
+        try? FileManager.default.removeItem(at: temporary)
     }
 
     /// Opens a new tab and runs `body` with a DevTools session on it.
