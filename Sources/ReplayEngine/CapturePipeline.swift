@@ -265,6 +265,7 @@ final class CapturePipeline: @unchecked Sendable {
         var tick = start
         var end: Int64?   // the recording's end, once its last picture went out
         var lastSent: Int64?   // nil until the first picture went out (which goes out changed or not)
+        var spacing = PictureSpacing(framesPerSecond: fps)   // capture only
         var push = PushThrough(framesPerSecond: fps)
         var latestChange: Int64 = -1   // the capture's own copy of `lastChange` (it is the only writer)
         var previous: Int64?   // when the last picture was taken
@@ -276,10 +277,8 @@ final class CapturePipeline: @unchecked Sendable {
             tick = start + index * 1_000_000_000 / fps
             // Capture only (an app's own samples, no encoder on a frame clock): a picture is taken as soon
             // as the application draws instead of at the next tick, so that what it draws reaches its handler
-            // in milliseconds, not up to a frame later. At most `fps` pictures a second still go out (a
-            // frame's time after the last one sent), and a drawing that changed nothing (a repaint of the same
-            // pixels) is looked at again half a frame later at the earliest.
-            let earliest = previous.map { max($0 + interval / 2, (lastSent ?? $0) + interval) }
+            // in milliseconds, not up to a frame later; at most `fps` a second on average (`PictureSpacing`).
+            let earliest = previous.map { spacing.earliest(after: $0) }
             if !encoding, let earliest, earliest < tick {
                 MonotonicClock.sleep(until: earliest)
                 if capture.waitForChange(until: tick) { tick = max(MonotonicClock.now(), earliest) }
@@ -313,7 +312,10 @@ final class CapturePipeline: @unchecked Sendable {
             let pushing = push.repeatNow(at: index, lastChange: latestChange,
                                          encodedThrough: encodedThrough.load(ordering: .relaxed))
             if changed || pushing || lastSent.map({ tick - $0 >= 1_000_000_000 }) ?? true || last {
-                if sendFrame(tick: tick, index: index, waiting: last, encoding: encoding) { lastSent = tick }
+                if sendFrame(tick: tick, index: index, waiting: last, encoding: encoding) {
+                    lastSent = tick
+                    spacing.sent(at: tick)
+                }
             }
             if last {
                 end = start + ending.end(lastTick: index) * 1_000_000_000 / fps
