@@ -32,6 +32,42 @@ struct PictureTicksTests {
         #expect(zip(sent, sent.dropFirst()).allSatisfy { $0 < $1 })
     }
 
+    @Test("pictures at the half tick, a little earlier or later each time: each on its own tick, none late")
+    func picturesAtTheHalfTick() {
+        var ticks = PictureTicks(framesPerSecond: 30)
+        // A screen drawn at 30 fps half a tick after the stream's ticks, taken up to 4 ms early or
+        // late. Rounded plainly, one picture went up and the next down onto the same tick, and from
+        // there every picture was one tick late.
+        let jitter: [Int64] = [3, -4, 1, -2, 4, 0, -3, 2]
+        let got = (Int64(0)..<300).map { n in
+            ticks.tick(elapsed: captureTime(n) + 16_666_667 + jitter[Int(n) % jitter.count] * 1_000_000)
+        }
+        let sent = got.compactMap { $0 }
+        #expect(sent.count == 300)
+        #expect(ticks.moved == 0 && ticks.replaced == 0, "moved \(ticks.moved), replaced \(ticks.replaced)")
+        #expect(zip(sent, sent.dropFirst()).allSatisfy { $1 == $0 + 1 }, "one picture a tick")
+        // All on the same side of the half tick (here the tick after: the first picture fell after
+        // the half tick), none more than 21 ms from its time.
+        for (n, tick) in sent.enumerated() {
+            let late = tick * 1_000_000_000 / 30 - (captureTime(Int64(n)) + 16_666_667 + jitter[n % jitter.count] * 1_000_000)
+            #expect(late >= 12_000_000 && late <= 21_000_000, "picture \(n): \(late) ns")
+        }
+    }
+
+    @Test("a phase that drifts round the tick: the pictures follow it, none replaced")
+    func driftingPhase() {
+        var ticks = PictureTicks(framesPerSecond: 30)
+        // A screen drawn at 29.9 fps: its phase goes once round the tick in 10 s.
+        let got = (Int64(0)..<600).map { ticks.tick(elapsed: $0 * 1_000_000_000 * 10 / 299 + 5_000_000) }
+        let sent = got.compactMap { $0 }
+        #expect(sent.count == 600 && ticks.replaced == 0)
+        #expect(zip(sent, sent.dropFirst()).allSatisfy { $0 < $1 })
+        for (n, tick) in sent.enumerated() {
+            let off = tick * 1_000_000_000 / 30 - (Int64(n) * 1_000_000_000 * 10 / 299 + 5_000_000)
+            #expect(abs(off) <= 1_000_000_000 / 30, "picture \(n) \(off) ns from its tick")
+        }
+    }
+
     @Test("two pictures within a tick both go out; a third is replaced by the next picture")
     func crowdedTick() {
         var ticks = PictureTicks(framesPerSecond: 30)
