@@ -43,7 +43,7 @@ struct ApplicationCaptureFollowsScreenSizeTests {
     @Test func aCaptureForAFrameRingTakesEachSizeWithOnlyTheAppsWindow() async throws {
         try await withApps { environment, a, resize in
             var configuration = EngineConfiguration(video: .application(display: environment.xvfb.display, ApplicationScope(processID: a.pid)),
-                                                    audio: [], durationSeconds: 5)
+                                                    audio: [], durationSeconds: 60)
             configuration.screenSizeChanges = .followed
             let engine = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
             #expect(engine.width == 320 && engine.height == 240)
@@ -71,6 +71,15 @@ struct ApplicationCaptureFollowsScreenSizeTests {
             try await resize("640x480")   // larger than the ring: a new one, handed over to this process
             try await Task.sleep(for: .seconds(1.5))
             try await resize("480x360")
+            // Stopped once the last size has come through (at most 10 s), and a little after: a fixed
+            // duration of 5 s ended before it on a busy machine, where xrandr took its time.
+            let deadline = ContinuousClock.now + .seconds(10)
+            func lastSizeSeen() -> Bool { seen.withLock { pictures in pictures.contains { $0.size == "480x360" } } }
+            while !lastSizeSeen(), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            engine.stop()
             try await running
             ring.close()
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in

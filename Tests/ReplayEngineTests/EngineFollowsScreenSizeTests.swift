@@ -24,7 +24,7 @@ struct EngineFollowsScreenSizeTests {
             }
             // Smaller than the Xvfb (its largest size) at the start, so that growing back outgrows the ring.
             try await resize("320x240")
-            var configuration = EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 5)
+            var configuration = EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 60)
             configuration.screenSizeChanges = .followed
             let engine = try await RecordingEngine.prepare(configuration: configuration, logger: logger)
             #expect(engine.width == 320 && engine.height == 240)
@@ -52,6 +52,15 @@ struct EngineFollowsScreenSizeTests {
             try await resize("640x480")
             try await Task.sleep(for: .seconds(1.5))
             try await resize("480x360")
+            // Stopped once the last size has come through (at most 10 s), and a little after: a fixed
+            // duration of 5 s ended before it on a busy machine, where xrandr took its time.
+            let deadline = ContinuousClock.now + .seconds(10)
+            func lastSizeSeen() -> Bool { seen.withLock { pictures in pictures.contains { $0.size == "480x360" } } }
+            while !lastSizeSeen(), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            engine.stop()
             try await running
             ring.close()
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
