@@ -201,4 +201,5 @@ if ! wait "$BROADCAST"; then
   grep '^replay:' "$SERVICE/broadcast.err" >&2 || true
   exit 1
 fi
-grep '^replay:' "$SERVICE/broadcast.err" || true
+echo "What \`replay broadcast\` said while it ran (its standard error, in order):"
+grep '^replay:' "$SERVICE/broadcast.err" | sed 's/^/    /' || true
