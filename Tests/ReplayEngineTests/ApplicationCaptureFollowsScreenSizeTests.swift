@@ -21,6 +21,8 @@ struct ApplicationCaptureFollowsScreenSizeTests {
     static let windowA = PixelRect(x: 200, y: 120, width: 300, height: 200)
     static let windowB = PixelRect(x: 100, y: 60, width: 340, height: 280)
     let logger = Logger(label: "test.app-capture.follow")
+    /// One picture the ring's reader got: its size, what is wrong in it, its red and blue samples.
+    struct Seen: Sendable { var size: String; var problems: [String]; var red: Int; var blue: Int }
 
     /// An Xvfb of 640x480 (its largest size) made 320x240, with A and then B on it.
     func withApps(_ body: (TestEnvironment, TestApp, (String) async throws -> Void) async throws -> Void) async throws {
@@ -54,7 +56,6 @@ struct ApplicationCaptureFollowsScreenSizeTests {
             let (memory, signal) = try await RingHandover.receiveOffThePool(from: path)
             let reader = try FrameRingReader(memory: memory, signal: signal)
 
-            struct Seen: Sendable { var size: String; var problems: [String]; var red: Int; var blue: Int }
             let seen = Mutex<[Seen]>([])
             let ended = DispatchSemaphore(value: 0)
             reader.start(handler: { delivery in
@@ -71,15 +72,8 @@ struct ApplicationCaptureFollowsScreenSizeTests {
             try await resize("640x480")   // larger than the ring: a new one, handed over to this process
             try await Task.sleep(for: .seconds(1.5))
             try await resize("480x360")
-            // Stopped once the last size has come through (at most 10 s), and a little after: a fixed
-            // duration of 5 s ended before it on a busy machine, where xrandr took its time.
-            let deadline = ContinuousClock.now + .seconds(10)
             func lastSizeSeen() -> Bool { seen.withLock { pictures in pictures.contains { $0.size == "480x360" } } }
-            while !lastSizeSeen(), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            try await Task.sleep(for: .milliseconds(500))
-            engine.stop()
+            try await engine.stop(once: lastSizeSeen)
             try await running
             ring.close()
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in

@@ -52,15 +52,8 @@ struct EngineFollowsScreenSizeTests {
             try await resize("640x480")
             try await Task.sleep(for: .seconds(1.5))
             try await resize("480x360")
-            // Stopped once the last size has come through (at most 10 s), and a little after: a fixed
-            // duration of 5 s ended before it on a busy machine, where xrandr took its time.
-            let deadline = ContinuousClock.now + .seconds(10)
             func lastSizeSeen() -> Bool { seen.withLock { pictures in pictures.contains { $0.size == "480x360" } } }
-            while !lastSizeSeen(), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            try await Task.sleep(for: .milliseconds(500))
-            engine.stop()
+            try await engine.stop(once: lastSizeSeen)
             try await running
             ring.close()
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
@@ -75,5 +68,19 @@ struct EngineFollowsScreenSizeTests {
             #expect(ring.capacity == (640, 480))
             #expect(ring.counters.framesWritten == UInt64(pictures.count))
         }
+    }
+}
+
+extension RecordingEngine {
+    /// Stops the engine once `done` says so (looked at every 50 ms, for at most `limit`), and half a
+    /// second later. The screen-size tests' captures ran for a fixed 5 s, which on a busy machine
+    /// (xrandr taking its time beside the other suites) ended before their last size came through.
+    func stop(once done: () -> Bool, within limit: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !done(), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        stop()
     }
 }
