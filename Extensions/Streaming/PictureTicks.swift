@@ -63,8 +63,9 @@ package struct PictureTicks: Sendable {
         // Rounded at half a tick from the phase; then the tick before or after a picture at the phase,
         // whichever is nearer, with some hysteresis around the half tick (where both are as near).
         if phase > 600_000_000 { after = true } else if phase < 400_000_000 { after = false }
-        let shifted = scaled - phase + 500_000_000   // below zero only for the stream's first pictures
-        let nearest = (shifted >= 0 ? shifted / 1_000_000_000 : -((999_999_999 - shifted) / 1_000_000_000)) + (after ? 1 : 0)
+        // Never below -0.5e9 (`scaled` ≥ 0, `phase` < 1e9): rounded down, that is tick -1.
+        let shifted = scaled - phase + 500_000_000
+        let nearest = (shifted < 0 ? -1 : shifted / 1_000_000_000) + (after ? 1 : 0)
         let tick: Int64
         switch last {
         case nil:

@@ -11,7 +11,7 @@
 /// followed by the next half a frame later at the earliest.
 struct PictureSpacing {
     let interval: Int64
-    private(set) var due: Int64?
+    private var due: Int64?
 
     init(framesPerSecond fps: Int64) {
         interval = 1_000_000_000 / fps

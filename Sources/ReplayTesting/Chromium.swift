@@ -20,9 +20,9 @@ public final class Chromium: Sendable {
     /// - Parameter extraArguments: more command-line switches (e.g. `--host-resolver-rules` for made-up host names).
     public init(directory: URL, extraArguments: [String] = []) throws {
         profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
         // Its temporary files (the singleton socket's directory, which it leaves behind even on
         // SIGTERM) go in a directory of their own, removed with the profile.
-        try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
         temporary = try makeTemporaryDirectory(prefix: "ork-chromium")
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = temporary.path

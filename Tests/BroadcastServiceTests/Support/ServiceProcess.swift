@@ -157,7 +157,6 @@ final class ServiceProcess {
         return result
     }
 
-    /// Waits until the log contains `text`.
     /// Waits until the log contains `text` (sleeping between looks: the test process's cooperative
     /// threads, two on this machine, stay free for the tests beside it).
     func waitForLog(_ text: String, timeout: Double = 10) async -> Bool {
