@@ -64,6 +64,10 @@ package final class VideoEncoder: @unchecked Sendable {
     /// Pictures between two keyframes; libx264's are forced here (see `encode`).
     private let keyframeInterval: Int
     private var picturesSinceKeyframe: Int
+    private let logger: Logger
+
+    /// What libx264 is set up for now (nil: not libx264 through its own API).
+    var x264Activity: X264Encoder.Activity? { x264?.activity }
 
     /// The first working VA-API render node, or nil (logged) when there is none.
     package static func vaapiRenderNode(logger: Logger) -> String? {
@@ -97,6 +101,7 @@ package final class VideoEncoder: @unchecked Sendable {
         self.packet = packet
         self.settings = settings
         self.name = codecName
+        self.logger = logger
 
         context.pointee.width = Int32(settings.width)
         context.pointee.height = Int32(settings.height)
@@ -133,7 +138,10 @@ package final class VideoEncoder: @unchecked Sendable {
         // bitrate ceiling a desktop kept its SSIM and size; full motion lost 1.6 dB PSNR, not visible
         // side by side (docs/BENCHMARKS.md, "Issue 16").
         let liveParameters = "scenecut=0:weightp=0" + (settings.width * settings.height > Self.fullPixelSearchAbove ? ":subme=0" : "")
-        let x264Parameters = settings.lowLatency ? liveParameters : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0"
+        // Stitchable: the headers do not follow the rate control, so that the recorder's libx264 set
+        // up for another activity (`X264Encoder.Activity`) writes the same ones (libavcodec's gets
+        // it too, to compare).
+        let x264Parameters = settings.lowLatency ? liveParameters : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0:stitchable=1"
         if settings.backend == .x264 {
             let x264 = try X264Encoder(settings: settings, keyframeLimit: Int(context.pointee.gop_size),
                                        maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters)
@@ -257,7 +265,13 @@ package final class VideoEncoder: @unchecked Sendable {
             case AV_PICTURE_TYPE_P: X264_TYPE_P
             default: X264_TYPE_AUTO
             }
-            return try x264.encode(frame, pts: pts, type: type, into: packet, deliver: deliver)
+            let activity = x264.activity, refused = x264.setUpRefused
+            try x264.encode(frame, pts: pts, type: type, into: packet, deliver: deliver)
+            if x264.activity != activity { logger.debug("libx264 set up for \(x264.activity) from this keyframe") }
+            if x264.setUpRefused, !refused {
+                logger.warning("libx264 keeps its first set-up: set up for another activity it gave other stream headers")
+            }
+            return
         }
         var status: Int32
         if let frame {
@@ -297,11 +311,12 @@ package final class VideoEncoder: @unchecked Sendable {
         x264?.setMaximumBitrate(kilobits) ?? false
     }
 
-    /// libx264's: a keyframe every `keyframeInterval` pictures, else P unless most of it changed.
+    /// libx264's: a keyframe every `keyframeInterval` pictures (sooner where libx264 is to be set
+    /// up for another activity, `X264Encoder.wantsEarlyKeyframe`), else P unless most of it changed.
     /// VA-API places its own.
     private func pictureType(for frame: VideoFrame) -> AVPictureType {
         guard settings.backend != .vaapi else { return AV_PICTURE_TYPE_NONE }
-        if picturesSinceKeyframe >= keyframeInterval {
+        if picturesSinceKeyframe >= keyframeInterval || x264?.wantsEarlyKeyframe == true {
             picturesSinceKeyframe = 1
             return AV_PICTURE_TYPE_I
         }

@@ -11,8 +11,47 @@ import Glibc
 /// (`libavcodec/libx264.c`: preset, CRF, keyframe limit, B-frames, colour description, global
 /// headers, Annex B packets with the version SEI before the first), so that its packets and track
 /// are the ones the libavcodec path makes. Owned by one `VideoEncoder`, used from its thread.
+///
+/// A recording (not a live stream, no bitrate ceiling) sets libx264 up again at keyframes for
+/// what the pictures since the last one changed (`Activity`): where little changes, one thread
+/// and a constant quantiser spare libx264 its frame threads' hand-overs and the whole-picture work
+/// of its rate control. Each set-up is a libx264 of its own, opened `stitchable`, so that their
+/// stream headers are the same bytes and one track holds them all; a keyframe starts each, so
+/// none refers to another's pictures.
 final class X264Encoder {
-    private let handle: OpaquePointer
+    /// What the screen did between two keyframes, and how libx264 is set up for the next ones.
+    enum Activity: Equatable, Sendable {
+        /// Most of the picture changes (a video, a game): the constant rate factor with its
+        /// look-ahead and macroblock tree, and libx264's frame threads (a picture takes one core
+        /// tens of milliseconds).
+        case motion
+        /// A desktop in use (text scrolls, a window opens): the same, on one thread. The stream is
+        /// the same; a picture costs a fifth less CPU without the threads' hand-overs.
+        case desktop
+        /// Little changes (a clock, a spinner, a small video): a constant quantiser (the rate factor
+        /// plus `stillQuantiserOffset`) without look-ahead, on one thread: about half of libx264's
+        /// CPU a picture, for a file no larger at an SSIM no lower (docs/BENCHMARKS.md,
+        /// "libx264 set up for what the screen does").
+        case still
+    }
+
+    /// The constant quantiser lies this far above the rate factor: on a still desktop with a
+    /// small animation, CRF 23 against QP 26 gave 552 against 527 kB and SSIM 0.99566 against 0.99586.
+    static let stillQuantiserOffset = 3
+    /// Below this share of macroblocks changed (the pictures' average since the last keyframe),
+    /// the screen is still. Above, the macroblock tree pays: where text scrolls, the rate factor's
+    /// files were half the size of the quantiser's at the same SSIM.
+    static let stillShare = 0.05
+    /// From this share on, the screen is in motion: one thread would not keep up with 30 pictures a second.
+    static let motionShare = 0.5
+    /// The first keyframe interval ends after this many pictures where they call for another
+    /// set-up (`wantsEarlyKeyframe`): a recording of a desktop does not wait two seconds for it.
+    static let firstDecisionPictures = 15
+    /// On one thread, a keyframe comes early when this many pictures in a row changed a
+    /// `motionShare` or more on average: a video that starts playing is not held back until the next.
+    static let motionDecisionPictures = 8
+
+    private var handle: OpaquePointer
     /// SPS and PPS (Annex B): the track's extradata.
     let headers: [UInt8]
     /// x264's SEI (its version and options), put before the first packet as libavcodec does.
@@ -21,6 +60,43 @@ final class X264Encoder {
     let reorderDelay: Int32
     let level: Int32
     private var picture = x264_picture_t()
+    /// The parameters libx264 was first opened with (`Activity.motion`'s).
+    private var parameters: x264_param_t
+    /// Whether this encoder changes its set-up (not for a live stream or under a bitrate ceiling).
+    private let adapts: Bool
+    private(set) var activity = Activity.motion
+    /// Set when a libx264 set up for another activity gave different stream headers: no other is opened again.
+    private(set) var setUpRefused = false
+    /// Pictures, macroblocks sent and macroblocks changed since the last keyframe.
+    private var picturesSent = 0
+    private var macroblocksSent = 0
+    private var macroblocksChanged = 0
+    /// The changed shares of the last `motionDecisionPictures` pictures.
+    private var recentShares: [Double] = []
+    /// Whether a keyframe has chosen the set-up yet (the first one has nothing to go by).
+    private var activityChosen = false
+
+    /// True when the next picture should be a keyframe, before its time, because the set-up
+    /// should change (`earlyActivity`).
+    var wantsEarlyKeyframe: Bool { earlyActivity != nil }
+
+    /// The set-up to change to before the next keyframe is due: in the first interval, once
+    /// `firstDecisionPictures` pictures call for another; on one thread, motion once the last
+    /// `motionDecisionPictures` pictures are in motion.
+    private var earlyActivity: Activity? {
+        guard let wanted = wantedActivity else { return nil }
+        if !activityChosen { return wanted != activity && picturesSent >= Self.firstDecisionPictures ? wanted : nil }
+        guard activity != .motion, recentShares.count == Self.motionDecisionPictures,
+              recentShares.reduce(0, +) / Double(recentShares.count) >= Self.motionShare else { return nil }
+        return .motion
+    }
+
+    /// The set-up the pictures since the last keyframe call for; nil when this encoder keeps its first.
+    private var wantedActivity: Activity? {
+        guard adapts, !setUpRefused, macroblocksSent > 0 else { return nil }
+        let share = Double(macroblocksChanged) / Double(macroblocksSent)
+        return share < Self.stillShare ? .still : share < Self.motionShare ? .desktop : .motion
+    }
 
     /// `parameters` are x264's own `key=value:…` options, applied after the preset as
     /// libavcodec applies `x264-params`.
@@ -62,10 +138,28 @@ final class X264Encoder {
         guard x264_param_apply_profile(&param, "high") == 0 else {
             throw MediaError(.encoderUnavailable, "libx264 cannot encode these settings in the High profile")
         }
+        adapts = !settings.lowLatency && settings.maximumBitrate == nil
+        // Stitchable: the PPS's opening quantiser no longer follows the rate control, so that every
+        // set-up's headers are the same.
+        if adapts { param.b_stitchable = 1 }
+        self.parameters = param
+        let opened = try Self.open(param, settings: settings)
+        handle = opened.handle
+        headers = opened.headers
+        versionSEI = opened.versionSEI
+        var effective = x264_param_t()
+        x264_encoder_parameters(handle, &effective)
+        reorderDelay = effective.i_bframe > 0 ? (effective.i_bframe_pyramid != 0 ? 2 : 1) : 0
+        level = effective.i_level_idc
+        x264_picture_init(&picture)
+    }
+
+    private static func open(_ parameters: x264_param_t, settings: VideoEncoderSettings?) throws(MediaError)
+        -> (handle: OpaquePointer, headers: [UInt8], versionSEI: [UInt8]?) {
+        var param = parameters
         guard let handle = ork_x264_encoder_open(&param) else {
-            throw MediaError(.encoderUnavailable, "libx264 does not open for \(settings.width)x\(settings.height)@\(settings.framesPerSecond) preset \(settings.preset)")
+            throw MediaError(.encoderUnavailable, "libx264 does not open for \(param.i_width)x\(param.i_height)@\(param.i_fps_num) preset \(settings?.preset ?? "as before")")
         }
-        self.handle = handle
         var nals: UnsafeMutablePointer<x264_nal_t>?
         var count: Int32 = 0
         guard x264_encoder_headers(handle, &nals, &count) >= 0, let nals else {
@@ -73,16 +167,13 @@ final class X264Encoder {
             throw MediaError(.encoderUnavailable, "libx264 gave no stream headers")
         }
         var headers: [UInt8] = []
+        var versionSEI: [UInt8]?
         for nal in UnsafeBufferPointer(start: nals, count: Int(count)) {
             let bytes = Array(UnsafeBufferPointer(start: nal.p_payload, count: Int(nal.i_payload)))
             // Not the SEI: libavcodec keeps it out of the extradata and sends it with the first picture.
             if nal.i_type == Int32(NAL_SEI.rawValue) { versionSEI = bytes } else { headers += bytes }
         }
-        self.headers = headers
-        x264_encoder_parameters(handle, &param)
-        reorderDelay = param.i_bframe > 0 ? (param.i_bframe_pyramid != 0 ? 2 : 1) : 0
-        level = param.i_level_idc
-        x264_picture_init(&picture)
+        return (handle, headers, versionSEI)
     }
 
     deinit {
@@ -124,8 +215,17 @@ final class X264Encoder {
                 picture.img.plane = (y, uv, nil, nil)
                 picture.img.i_stride = (Int32(ys), Int32(uvs), 0, 0)
             }
+            if type == X264_TYPE_KEYFRAME { try setUpForActivity(into: packet, deliver: deliver) }
             picture.i_pts = pts
             picture.i_type = type
+            if type != X264_TYPE_KEYFRAME {
+                let blocks = frame.changedBlocks.columns * frame.changedBlocks.rows, changed = frame.changedBlocks.changedCount
+                picturesSent += 1
+                macroblocksSent += blocks
+                macroblocksChanged += changed
+                if recentShares.count == Self.motionDecisionPictures { recentShares.removeFirst() }
+                recentShares.append(Double(changed) / Double(blocks))
+            }
             picture.prop.mb_info = Self.unchangedMap(frame.changedBlocks)
             picture.prop.mb_info_free = { free($0) }
             let size = x264_encoder_encode(handle, &nals, &count, &picture, &output)
@@ -134,11 +234,50 @@ final class X264Encoder {
             if size > 0 { try handOver(packet, nals: nals, count: count, size: size, picture: output, deliver) }
             return
         }
+        try flush(into: packet, deliver: deliver)
+    }
+
+    private func flush(into packet: UnsafeMutablePointer<AVPacket>,
+                       deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+        var output = x264_picture_t()
+        var nals: UnsafeMutablePointer<x264_nal_t>?
+        var count: Int32 = 0
         while x264_encoder_delayed_frames(handle) > 0 {
             let size = x264_encoder_encode(handle, &nals, &count, nil, &output)
             guard size >= 0 else { throw MediaError(.encoderFailed, "libx264 failed while flushing") }
             if size > 0 { try handOver(packet, nals: nals, count: count, size: size, picture: output, deliver) }
         }
+    }
+
+    /// At a keyframe: the set-up the pictures since the last one call for (`Activity`). Another
+    /// set-up is another libx264: this one hands out what it holds, and the new one starts here.
+    private func setUpForActivity(into packet: UnsafeMutablePointer<AVPacket>,
+                                  deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
+        defer { picturesSent = 0; macroblocksSent = 0; macroblocksChanged = 0; recentShares.removeAll() }
+        guard let wanted = earlyActivity ?? wantedActivity else { return }
+        activityChosen = true
+        guard wanted != activity else { return }
+        var param = parameters
+        if wanted != .motion {
+            // One thread: a picture that changed little takes libx264 a few milliseconds, and its
+            // frame threads' hand-overs cost 15-20% more CPU for no picture sooner.
+            param.i_threads = 1
+        }
+        if wanted == .still {
+            param.rc.i_rc_method = X264_RC_CQP
+            param.rc.i_qp_constant = Int32(param.rc.f_rf_constant.rounded()) + Int32(Self.stillQuantiserOffset)
+        }
+        let opened = try Self.open(param, settings: nil)
+        guard opened.headers == headers else {
+            // The track's headers describe every picture: a libx264 whose differ is not used.
+            x264_encoder_close(opened.handle)
+            setUpRefused = true
+            return
+        }
+        try flush(into: packet, deliver: deliver)
+        x264_encoder_close(handle)
+        handle = opened.handle
+        activity = wanted
     }
 
     private func handOver(_ packet: UnsafeMutablePointer<AVPacket>, nals: UnsafeMutablePointer<x264_nal_t>?, count: Int32,
