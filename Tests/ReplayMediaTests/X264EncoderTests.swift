@@ -34,6 +34,16 @@ import CYUV
         return pixels
     }
 
+    /// An encoder with `settings` and a started movie at `path` with its one track.
+    private func openMovie(_ path: String, settings: VideoEncoderSettings) throws -> (VideoEncoder, MovieWriter, TrackOutputs) {
+        let video = try VideoEncoder(settings: settings, logger: logger)
+        let writer = try MovieWriter(path: path, logger: logger)
+        var track = TrackOutputs()
+        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
+        try writer.start()
+        return (video, writer, track)
+    }
+
     /// Encodes `pictures` (each with the macroblocks it says changed, nil: all of them), one a
     /// tick, into a new movie with `backend`; returns its path.
     private func encode(_ pictures: [(pixels: [UInt8], changed: [(x: Range<Int>, y: Range<Int>)]?)],
@@ -41,11 +51,7 @@ import CYUV
         let path = folder.appendingPathComponent("\(backend.rawValue)-\(layout).mp4").path
         var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
         settings.backend = backend
-        let video = try VideoEncoder(settings: settings, logger: logger)
-        let writer = try MovieWriter(path: path, logger: logger)
-        var track = TrackOutputs()
-        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
-        try writer.start()
+        let (video, writer, track) = try openMovie(path, settings: settings)
         let converted = VideoFrame(width: width, height: height)
         // NV12: the same I420 picture, its chroma interleaved (as the frame ring gives it).
         let frame = layout == .i420 ? converted : VideoFrame(width: width, height: height, layout: .nv12)
@@ -202,11 +208,7 @@ import CYUV
         let path = folder.appendingPathComponent("live.mp4").path
         var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
         settings.lowLatency = lowLatency
-        let video = try VideoEncoder(settings: settings, logger: logger)
-        let writer = try MovieWriter(path: path, logger: logger)
-        var track = TrackOutputs()
-        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
-        try writer.start()
+        let (video, writer, track) = try openMovie(path, settings: settings)
         try video.encode(VideoFrame(width: width, height: height), pts: 0, to: track)
         try video.encode(nil, pts: 0, to: track)
         try writer.finish()
@@ -224,11 +226,7 @@ import CYUV
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("activities.mp4").path
         let settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
-        let video = try VideoEncoder(settings: settings, logger: logger)
-        let writer = try MovieWriter(path: path, logger: logger)
-        var track = TrackOutputs()
-        track.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen")))
-        try writer.start()
+        let (video, writer, track) = try openMovie(path, settings: settings)
         let frame = VideoFrame(width: width, height: height)
         // Pictures 0-99: a 16x16 green square steps 16 pixels a picture along one row (2 of 300
         // macroblocks change). 100-169: a band of five macroblock rows (a third) turns green and
