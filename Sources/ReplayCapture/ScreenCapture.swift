@@ -214,11 +214,15 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             if before != protectedAreas { needsFullRead = true }
         }
         var reads: [PixelRect] = []
+        var pieces: [PixelRect] = []
         if needsFullRead {
             reads = [canvasBounds]
             if damaged { _ = takeDamage() }
         } else if damaged {
-            reads = takeDamage().map { $0.offsetBy(dx: -source.x, dy: -source.y).intersection(canvasBounds) }.filter { !$0.isEmpty }
+            let damage = takeDamage()
+            let local = { (rect: PixelRect) in rect.offsetBy(dx: -self.source.x, dy: -self.source.y).intersection(self.canvasBounds) }
+            reads = damage.reads.map(local).filter { !$0.isEmpty }
+            pieces = damage.pieces.map(local).filter { !$0.isEmpty }
         }
         if reads.isEmpty && !cursorMoved { return false }
 
@@ -230,7 +234,7 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             cursorRect = nil
         }
         if !reads.isEmpty {
-            dirty = readScreen(reads, force: needsFullRead)
+            dirty = readScreen(reads, pieces: pieces, force: needsFullRead)
             needsFullRead = false
         }
         if dirty.isEmpty && !cursorMoved {
@@ -250,28 +254,31 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     private var canvasPixels: UnsafeMutablePointer<UInt32> { canvas.address.assumingMemoryBound(to: UInt32.self) }
     private var canvasPlane: PixelPlane { PixelPlane(pixels: canvasPixels, stride: source.width, origin: canvasBounds) }
 
-    /// Takes the accumulated damage from the server: its rectangles in root coordinates (they do
-    /// not overlap), or their bounding box when there are so many that one read is cheaper.
-    private func takeDamage() -> [PixelRect] {
+    /// Takes the accumulated damage from the server, in root coordinates: what to read (its
+    /// rectangles, which do not overlap, or their bounding box when one read is cheaper) and, when
+    /// the box stands for several rectangles, those rectangles (`pieces`): only they changed.
+    private func takeDamage() -> (reads: [PixelRect], pieces: [PixelRect]) {
         let connection = x.connection
         xcb_damage_subtract(connection, damage, 0, damageRegion)
-        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return [] }
+        guard let reply = xcb_xfixes_fetch_region_reply(connection, xcb_xfixes_fetch_region(connection, damageRegion), nil) else { return ([], []) }
         defer { free(reply) }
         let e = reply.pointee.extents
         let bounds = PixelRect(x: Int(e.x), y: Int(e.y), width: Int(e.width), height: Int(e.height))
-        guard !bounds.isEmpty else { return [] }
+        guard !bounds.isEmpty else { return ([], []) }
         let count = Int(xcb_xfixes_fetch_region_rectangles_length(reply))
-        guard count > 1, count <= Self.maximumReads, let first = xcb_xfixes_fetch_region_rectangles(reply) else { return [bounds] }
+        guard count > 1, count <= Self.maximumPieces, let first = xcb_xfixes_fetch_region_rectangles(reply) else { return ([bounds], []) }
         let rectangles = UnsafeBufferPointer(start: first, count: count).map {
             PixelRect(x: Int($0.x), y: Int($0.y), width: Int($0.width), height: Int($0.height))
         }
         // Many small pieces close together cost more round trips than pixels: read the box instead.
         let area = rectangles.reduce(0) { $0 + $1.area }
-        return area * 2 > bounds.area ? [bounds] : rectangles
+        return count > Self.maximumReads || area * 2 > bounds.area ? ([bounds], rectangles) : (rectangles, [])
     }
 
     /// At most this many separate reads per frame.
     private static let maximumReads = 16
+    /// A box read for more pieces than this counts as changed whole.
+    private static let maximumPieces = 256
 
     /// Reads `rects` (canvas coordinates, not overlapping) from the screen, recomposes what lies
     /// beneath the excluded windows in what was read, and brings the canvas up to date. Returns the
@@ -281,8 +288,9 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     /// All of `rects` count as changed when `force`, or when they cover half the screen or more: a
     /// client repainting that much every frame (a video, a game) changes it at about our rate, and
     /// a read that comes out the same is its frame clock beating against ours; a repeat keeps such
-    /// a recording at its constant rate.
-    private func readScreen(_ rects: [PixelRect], force: Bool) -> [PixelRect] {
+    /// a recording at its constant rate. Of a box read for several pieces of damage (`pieces`,
+    /// canvas coordinates), only the pieces count then.
+    private func readScreen(_ rects: [PixelRect], pieces: [PixelRect], force: Bool) -> [PixelRect] {
         let connection = x.connection
         let scratchPixels = scratch.address.assumingMemoryBound(to: UInt32.self)
         let excluded = excludedRectangles()
@@ -291,7 +299,7 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             if !canvas.read(x.root, source) { logger.debug("screen read failed") }
             recompose(excluded, in: canvasPlane)
             blankProtected(in: canvasPlane)
-            return rects
+            return pieces.isEmpty ? rects : pieces
         }
         let compare = !force && rects.reduce(0) { $0 + $1.area } * 2 < canvasBounds.area
         var changed: [PixelRect] = []
@@ -322,8 +330,19 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             let rows = compare ? changedRows(of: fresh, against: canvasPixels) : 0..<local.height
             guard !rows.isEmpty else { continue }
             let band = PixelRect(x: local.x, y: local.y + rows.lowerBound, width: local.width, height: rows.count)
-            canvasPlane.copy(from: fresh.pixels + rows.lowerBound * fresh.stride, stride: fresh.stride, into: band)
-            changed.append(band)
+            if compare || pieces.isEmpty {
+                canvasPlane.copy(from: fresh.pixels + rows.lowerBound * fresh.stride, stride: fresh.stride, into: band)
+                changed.append(band)
+            } else {
+                // A box read for several pieces of damage, not compared: only the pieces changed
+                // (the server says nothing else did), so only they are copied, converted and
+                // handed to libx264 as changed. Where a terminal scrolls and a spinner turns, the
+                // box is half the screen and the pieces a third.
+                for piece in pieces.map({ $0.intersection(local) }) where !piece.isEmpty {
+                    canvasPlane.copy(from: fresh.pixels + (piece.y - local.y) * fresh.stride + (piece.x - local.x), stride: fresh.stride, into: piece)
+                    changed.append(piece)
+                }
+            }
         }
         return changed
     }
