@@ -13,21 +13,18 @@ import Glibc
 /// are the ones the libavcodec path makes. Owned by one `VideoEncoder`, used from its thread.
 ///
 /// A recording (not a live stream, no bitrate ceiling) sets libx264 up again at keyframes for
-/// what the pictures since the last one changed (`Activity`): where little changes, one thread
-/// and a constant quantiser spare libx264 its frame threads' hand-overs and the whole-picture work
-/// of its rate control. Each set-up is a libx264 of its own, opened `stitchable`, so that their
-/// stream headers are the same bytes and one track holds them all; a keyframe starts each, so
-/// none refers to another's pictures.
+/// what the pictures since the last one changed (`Activity`): where little changes, a constant
+/// quantiser on one thread spares libx264 the whole-picture work of its rate control and its
+/// frame threads' hand-overs. Each set-up is a libx264 of its own, opened `stitchable`, so that
+/// their stream headers are the same bytes and one track holds them all; a keyframe starts each,
+/// so none refers to another's pictures.
 final class X264Encoder {
     /// What the screen did between two keyframes, and how libx264 is set up for the next ones.
     enum Activity: Equatable, Sendable {
-        /// Most of the picture changes (a video, a game): the constant rate factor with its
-        /// look-ahead and macroblock tree, and libx264's frame threads (a picture takes one core
-        /// tens of milliseconds).
-        case motion
-        /// A desktop in use (text scrolls, a window opens): the same, on one thread. The stream is
-        /// the same; a picture costs a fifth less CPU without the threads' hand-overs.
-        case desktop
+        /// A desktop in use, a video, a game: the constant rate factor with its look-ahead and
+        /// macroblock tree, and libx264's frame threads (a picture that changed whole takes one
+        /// core tens of milliseconds).
+        case busy
         /// Little changes (a clock, a spinner, a small video): a constant quantiser (the rate factor
         /// plus `stillQuantiserOffset`) without look-ahead, on one thread: about half of libx264's
         /// CPU a picture, for a file no larger at an SSIM no lower (docs/BENCHMARKS.md,
@@ -42,14 +39,15 @@ final class X264Encoder {
     /// the screen is still. Above, the macroblock tree pays: where text scrolls, the rate factor's
     /// files were half the size of the quantiser's at the same SSIM.
     static let stillShare = 0.05
-    /// From this share on, the screen is in motion: one thread would not keep up with 30 pictures a second.
-    static let motionShare = 0.5
-    /// The first keyframe interval ends after this many pictures where they call for another
-    /// set-up (`wantsEarlyKeyframe`): a recording of a desktop does not wait two seconds for it.
+    /// The first keyframe interval ends after this many pictures where they call for the still
+    /// set-up (`wantsEarlyKeyframe`): a recording of a still screen does not wait two seconds for
+    /// half of libx264's CPU.
     static let firstDecisionPictures = 15
-    /// On one thread, a keyframe comes early when this many pictures in a row changed a
-    /// `motionShare` or more on average: a video that starts playing is not held back until the next.
-    static let motionDecisionPictures = 8
+    /// On the still set-up, a keyframe comes early when this many pictures in a row changed
+    /// `busyShare` of theirs on average: a video that starts playing is not left to one thread
+    /// (which would not keep up with it) until the next keyframe.
+    static let busyDecisionPictures = 8
+    static let busyShare = 0.5
 
     private var handle: OpaquePointer
     /// SPS and PPS (Annex B): the track's extradata.
@@ -60,18 +58,18 @@ final class X264Encoder {
     let reorderDelay: Int32
     let level: Int32
     private var picture = x264_picture_t()
-    /// The parameters libx264 was first opened with (`Activity.motion`'s).
+    /// The parameters libx264 was first opened with (`Activity.busy`'s).
     private var parameters: x264_param_t
     /// Whether this encoder changes its set-up (not for a live stream or under a bitrate ceiling).
     private let adapts: Bool
-    private(set) var activity = Activity.motion
+    private(set) var activity = Activity.busy
     /// Set when a libx264 set up for another activity gave different stream headers: no other is opened again.
     private(set) var setUpRefused = false
     /// Pictures, macroblocks sent and macroblocks changed since the last keyframe.
     private var picturesSent = 0
     private var macroblocksSent = 0
     private var macroblocksChanged = 0
-    /// The changed shares of the last `motionDecisionPictures` pictures.
+    /// The changed shares of the last `busyDecisionPictures` pictures.
     private var recentShares: [Double] = []
     /// Whether a keyframe has chosen the set-up yet (the first one has nothing to go by).
     private var activityChosen = false
@@ -80,22 +78,21 @@ final class X264Encoder {
     /// should change (`earlyActivity`).
     var wantsEarlyKeyframe: Bool { earlyActivity != nil }
 
-    /// The set-up to change to before the next keyframe is due: in the first interval, once
-    /// `firstDecisionPictures` pictures call for another; on one thread, motion once the last
-    /// `motionDecisionPictures` pictures are in motion.
+    /// The set-up to change to before the next keyframe is due: in the first interval, the still
+    /// one once `firstDecisionPictures` pictures call for it; on the still one, busy once the last
+    /// `busyDecisionPictures` pictures changed `busyShare` of theirs on average.
     private var earlyActivity: Activity? {
         guard let wanted = wantedActivity else { return nil }
-        if !activityChosen { return wanted != activity && picturesSent >= Self.firstDecisionPictures ? wanted : nil }
-        guard activity != .motion, recentShares.count == Self.motionDecisionPictures,
-              recentShares.reduce(0, +) / Double(recentShares.count) >= Self.motionShare else { return nil }
-        return .motion
+        if !activityChosen { return wanted == .still && wanted != activity && picturesSent >= Self.firstDecisionPictures ? wanted : nil }
+        guard activity == .still, recentShares.count == Self.busyDecisionPictures,
+              recentShares.reduce(0, +) / Double(recentShares.count) >= Self.busyShare else { return nil }
+        return .busy
     }
 
     /// The set-up the pictures since the last keyframe call for; nil when this encoder keeps its first.
     private var wantedActivity: Activity? {
         guard adapts, !setUpRefused, macroblocksSent > 0 else { return nil }
-        let share = Double(macroblocksChanged) / Double(macroblocksSent)
-        return share < Self.stillShare ? .still : share < Self.motionShare ? .desktop : .motion
+        return Double(macroblocksChanged) / Double(macroblocksSent) < Self.stillShare ? .still : .busy
     }
 
     /// `parameters` are x264's own `key=value:…` options, applied after the preset as
@@ -223,7 +220,7 @@ final class X264Encoder {
                 picturesSent += 1
                 macroblocksSent += blocks
                 macroblocksChanged += changed
-                if recentShares.count == Self.motionDecisionPictures { recentShares.removeFirst() }
+                if recentShares.count == Self.busyDecisionPictures { recentShares.removeFirst() }
                 recentShares.append(Double(changed) / Double(blocks))
             }
             picture.prop.mb_info = Self.unchangedMap(frame.changedBlocks)
@@ -258,14 +255,12 @@ final class X264Encoder {
         activityChosen = true
         guard wanted != activity else { return }
         var param = parameters
-        if wanted != .motion {
-            // One thread: a picture that changed little takes libx264 a few milliseconds, and its
-            // frame threads' hand-overs cost 15-20% more CPU for no picture sooner.
-            param.i_threads = 1
-        }
         if wanted == .still {
             param.rc.i_rc_method = X264_RC_CQP
             param.rc.i_qp_constant = Int32(param.rc.f_rf_constant.rounded()) + Int32(Self.stillQuantiserOffset)
+            // One thread: a picture that changed little takes libx264 a few milliseconds, and its
+            // frame threads' hand-overs cost about 10% more CPU for no picture sooner (4.4-4.8 against 4.8-5.5 ms).
+            param.i_threads = 1
         }
         let opened = try Self.open(param, settings: nil)
         guard opened.headers == headers else {
