@@ -14,16 +14,26 @@ struct PooledPictureTests {
     static let background = RGB(30, 80, 110)
     static let square = RGB(250, 200, 40)
 
-    @Test func everyPictureShowsTheSpinnersOneSquare() async throws {
-        let logger = Logger(label: "test.pooled")
-        let (width, height) = (640, 360)
+    static let (width, height) = (640, 360)
+
+    /// The desktop content at 640x360, and an engine ready to record it for `seconds` into `file`.
+    private static func withDesktop(_ seconds: Double, into name: String, label: String,
+                                    _ body: (TestEnvironment, RecordingEngine, String) async throws -> Void) async throws {
+        let logger = Logger(label: label)
         let content = TestContent.Options(mode: .desktop, audio: false)
         try await TestEnvironment.with(TestEnvironment.Configuration(width: width, height: height, audio: .deadServer, content: content)) { environment in
-            let file = environment.outputPath("pooled.mp4")
+            let file = environment.outputPath(name)
             let engine = try await RecordingEngine.prepare(
-                configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 6),
+                configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: seconds),
                 logger: logger)
             try engine.attach(try MovieWriter(path: file, logger: logger))
+            try await body(environment, engine, file)
+        }
+    }
+
+    @Test func everyPictureShowsTheSpinnersOneSquare() async throws {
+        let (width, height) = (Self.width, Self.height)
+        try await Self.withDesktop(6, into: "pooled.mp4", label: "test.pooled") { environment, engine, file in
             try await engine.run()
             let statistics = engine.statistics()
             // The spinner's area as the content lays it out (DesktopScene: a 3x3 grid of squares).
@@ -50,15 +60,8 @@ struct PooledPictureTests {
     /// last recorded picture is the screen, every 16x16 block of the terminal and of the spinner
     /// (a block that missed a scroll shows other text; libx264's own loss stays under 10 on average).
     @Test func theLastPictureOfAScrollingTerminalIsTheScreen() async throws {
-        let logger = Logger(label: "test.pieces")
-        let (width, height) = (640, 360)
-        let content = TestContent.Options(mode: .desktop, audio: false)
-        try await TestEnvironment.with(TestEnvironment.Configuration(width: width, height: height, audio: .deadServer, content: content)) { environment in
-            let file = environment.outputPath("pieces.mp4")
-            let engine = try await RecordingEngine.prepare(
-                configuration: EngineConfiguration(video: .screen(display: environment.xvfb.display), audio: [], durationSeconds: 5),
-                logger: logger)
-            try engine.attach(try MovieWriter(path: file, logger: logger))
+        let (width, height) = (Self.width, Self.height)
+        try await Self.withDesktop(5, into: "pieces.mp4", label: "test.pieces") { environment, engine, file in
             let pid = try #require(environment.content?.pid)
             let recording = Task { try await engine.run() }
             try await Task.sleep(for: .seconds(3))
