@@ -289,7 +289,7 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     /// client repainting that much every frame (a video, a game) changes it at about our rate, and
     /// a read that comes out the same is its frame clock beating against ours; a repeat keeps such
     /// a recording at its constant rate. Of a box read for several pieces of damage (`pieces`,
-    /// canvas coordinates), only the pieces count then.
+    /// canvas coordinates), only the pieces count (within its changed rows when compared).
     private func readScreen(_ rects: [PixelRect], pieces: [PixelRect], force: Bool) -> [PixelRect] {
         let connection = x.connection
         let scratchPixels = scratch.address.assumingMemoryBound(to: UInt32.self)
@@ -330,18 +330,13 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
             let rows = compare ? changedRows(of: fresh, against: canvasPixels) : 0..<local.height
             guard !rows.isEmpty else { continue }
             let band = PixelRect(x: local.x, y: local.y + rows.lowerBound, width: local.width, height: rows.count)
-            if compare || pieces.isEmpty {
-                canvasPlane.copy(from: fresh.pixels + rows.lowerBound * fresh.stride, stride: fresh.stride, into: band)
-                changed.append(band)
-            } else {
-                // A box read for several pieces of damage, not compared: only the pieces changed
-                // (the server says nothing else did), so only they are copied, converted and
-                // handed to libx264 as changed. Where a terminal scrolls and a spinner turns, the
-                // box is half the screen and the pieces a third.
-                for piece in pieces.map({ $0.intersection(local) }) where !piece.isEmpty {
-                    canvasPlane.copy(from: fresh.pixels + (piece.y - local.y) * fresh.stride + (piece.x - local.x), stride: fresh.stride, into: piece)
-                    changed.append(piece)
-                }
+            // Of a box read for several pieces of damage only the pieces changed (the server says
+            // nothing else did): only they are copied, converted and handed to libx264 as changed.
+            // Where a terminal scrolls and a spinner turns, the box is half the screen and the pieces a third.
+            let parts = pieces.isEmpty ? [band] : pieces.map { $0.intersection(band) }.filter { !$0.isEmpty }
+            for part in parts {
+                canvasPlane.copy(from: fresh.pixels + (part.y - local.y) * fresh.stride + (part.x - local.x), stride: fresh.stride, into: part)
+                changed.append(part)
             }
         }
         return changed

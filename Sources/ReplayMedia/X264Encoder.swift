@@ -58,8 +58,9 @@ final class X264Encoder {
     let reorderDelay: Int32
     let level: Int32
     private var picture = x264_picture_t()
-    /// The parameters libx264 was first opened with (`Activity.busy`'s).
-    private var parameters: x264_param_t
+    /// The parameters libx264 was first opened with (`Activity.busy`'s), and their preset.
+    private let parameters: x264_param_t
+    private let preset: String
     /// Whether this encoder changes its set-up (not for a live stream or under a bitrate ceiling).
     private let adapts: Bool
     private(set) var activity = Activity.busy
@@ -140,7 +141,8 @@ final class X264Encoder {
         // set-up's headers are the same.
         if adapts { param.b_stitchable = 1 }
         self.parameters = param
-        let opened = try Self.open(param, settings: settings)
+        preset = settings.preset
+        let opened = try Self.open(param, preset: settings.preset)
         handle = opened.handle
         headers = opened.headers
         versionSEI = opened.versionSEI
@@ -151,11 +153,11 @@ final class X264Encoder {
         x264_picture_init(&picture)
     }
 
-    private static func open(_ parameters: x264_param_t, settings: VideoEncoderSettings?) throws(MediaError)
+    private static func open(_ parameters: x264_param_t, preset: String) throws(MediaError)
         -> (handle: OpaquePointer, headers: [UInt8], versionSEI: [UInt8]?) {
         var param = parameters
         guard let handle = ork_x264_encoder_open(&param) else {
-            throw MediaError(.encoderUnavailable, "libx264 does not open for \(param.i_width)x\(param.i_height)@\(param.i_fps_num) preset \(settings?.preset ?? "as before")")
+            throw MediaError(.encoderUnavailable, "libx264 does not open for \(param.i_width)x\(param.i_height)@\(param.i_fps_num) preset \(preset)")
         }
         var nals: UnsafeMutablePointer<x264_nal_t>?
         var count: Int32 = 0
@@ -215,15 +217,16 @@ final class X264Encoder {
             if type == X264_TYPE_KEYFRAME { try setUpForActivity(into: packet, deliver: deliver) }
             picture.i_pts = pts
             picture.i_type = type
+            let (map, changed) = Self.unchangedMap(frame.changedBlocks)
             if type != X264_TYPE_KEYFRAME {
-                let blocks = frame.changedBlocks.columns * frame.changedBlocks.rows, changed = frame.changedBlocks.changedCount
+                let blocks = frame.changedBlocks.columns * frame.changedBlocks.rows
                 picturesSent += 1
                 macroblocksSent += blocks
                 macroblocksChanged += changed
                 if recentShares.count == Self.busyDecisionPictures { recentShares.removeFirst() }
                 recentShares.append(Double(changed) / Double(blocks))
             }
-            picture.prop.mb_info = Self.unchangedMap(frame.changedBlocks)
+            picture.prop.mb_info = map
             picture.prop.mb_info_free = { free($0) }
             let size = x264_encoder_encode(handle, &nals, &count, &picture, &output)
             picture.prop.mb_info = nil
@@ -262,7 +265,7 @@ final class X264Encoder {
             // frame threads' hand-overs cost about 10% more CPU for no picture sooner (4.4-4.8 against 4.8-5.5 ms).
             param.i_threads = 1
         }
-        let opened = try Self.open(param, settings: nil)
+        let opened = try Self.open(param, preset: preset)
         guard opened.headers == headers else {
             // The track's headers describe every picture: a libx264 whose differ is not used.
             x264_encoder_close(opened.handle)
@@ -295,15 +298,20 @@ final class X264Encoder {
     }
 
     /// libx264's map for `changes`: `X264_MBINFO_CONSTANT` for each macroblock that did not
-    /// change, in memory libx264 frees when done with the picture; nil when everything changed.
-    private static func unchangedMap(_ changes: ChangedMacroblocks) -> UnsafeMutablePointer<UInt8>? {
-        guard !changes.all, let map = malloc(changes.columns * changes.rows)?.assumingMemoryBound(to: UInt8.self) else { return nil }
+    /// change, in memory libx264 frees when done with the picture (nil when everything changed);
+    /// and how many changed, counted on the same pass.
+    private static func unchangedMap(_ changes: ChangedMacroblocks) -> (map: UnsafeMutablePointer<UInt8>?, changed: Int) {
+        let count = changes.columns * changes.rows
+        guard !changes.all, let map = malloc(count)?.assumingMemoryBound(to: UInt8.self) else { return (nil, count) }
         let constant = UInt8(X264_MBINFO_CONSTANT)
+        var changed = 0
         for row in 0..<changes.rows {
             for column in 0..<changes.columns {
-                map[row * changes.columns + column] = changes.isChanged(column: column, row: row) ? 0 : constant
+                let isChanged = changes.isChanged(column: column, row: row)
+                map[row * changes.columns + column] = isChanged ? 0 : constant
+                if isChanged { changed += 1 }
             }
         }
-        return map
+        return (map, changed)
     }
 }
