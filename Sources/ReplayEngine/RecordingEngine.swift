@@ -2,6 +2,7 @@ public import Logging
 package import ReplayMedia
 import ReplayCapture
 import ReplayFFmpeg
+import ReplayIPC
 import Synchronization
 import Foundation
 
@@ -128,6 +129,14 @@ public final class RecordingEngine: Sendable {
 
     private static func openVideoEncoder(settings: VideoEncoderSettings, preference: EncoderPreference,
                                           logger: Logger) throws(EngineError) -> VideoEncoder {
+        // libx264 asks for transparent huge pages for its buffers (about 180 MB at 1080p). Where the
+        // kernel grants them, it zeroes 2 MB at the first touch of each and compacts memory to find
+        // them: 0.2-0.45 CPU-s of kernel time at each start in replay-bench, against 0.1-0.25 with
+        // ordinary pages, for the same time in libx264 (docs/BENCHMARKS.md). Off for the process
+        // (replayd, replay-bench) before the first encoder allocates; the extensions do the same.
+        if let errno = TransparentHugePages.disable() {
+            logger.debug("transparent huge pages stay on: prctl refused (errno \(errno))")
+        }
         let node = preference == .x264 ? nil : VideoEncoder.vaapiRenderNode(logger: logger)
         if preference == .vaapi, node == nil {
             throw EngineError(.hardwareEncoderUnavailable, "no working VA-API render node (/dev/dri/renderD*) on this machine")

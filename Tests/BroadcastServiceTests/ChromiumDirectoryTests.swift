@@ -62,12 +62,14 @@ extension ChromiumPageTests {
         let etag = try #require(headers["etag"])
         let lastModified = try #require(headers["last-modified"])
         #expect(headers["server-timing"]?.hasPrefix("render;dur=") == true)
+        // Asked again at once, well inside the thumbnail's 10 s (a loaded machine took longer than that
+        // to fetch and decode it below, and the service had made the next one by then).
+        #expect(try api.request("GET", base + "/b/\(id)/thumbnail.jpg", headers: ["If-None-Match": etag]).status == 304)
+        #expect(try api.request("GET", base + "/b/\(id)/thumbnail.jpg", headers: ["If-Modified-Since": lastModified]).status == 304)
         _ = try await Command.run("/usr/bin/curl", ["-s", "-o", jpegFile.path, base + "/b/\(id)/thumbnail.jpg"])
         let picture = try ThumbnailTests.colours(ofJPEG: [UInt8](Data(contentsOf: jpegFile)))
         #expect(picture.width == 480 && picture.height == 270, "480 wide, 16:9 like the 1280x720 publish")
         #expect(picture.colours >= 8, "testsrc's colours: \(picture.colours)")
-        #expect(try api.request("GET", base + "/b/\(id)/thumbnail.jpg", headers: ["If-None-Match": etag]).status == 304)
-        #expect(try api.request("GET", base + "/b/\(id)/thumbnail.jpg", headers: ["If-Modified-Since": lastModified]).status == 304)
         #expect(try api.request("GET", base + "/b/\(id)/thumbnail.jpg", headers: ["If-None-Match": "\"other\""]).status == 200)
         #expect(try api.request("GET", base + "/b/nosuchthing/thumbnail.jpg").status == 404)
 

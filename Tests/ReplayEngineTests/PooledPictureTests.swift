@@ -36,6 +36,9 @@ struct PooledPictureTests {
         try await Self.withDesktop(6, into: "pooled.mp4", label: "test.pooled") { environment, engine, file in
             try await engine.run()
             let statistics = engine.statistics()
+            // libx264's buffers in ordinary pages (RecordingEngine.openVideoEncoder): the kernel says so.
+            let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+            #expect(status.contains("THP_enabled:\t0"), "transparent huge pages are off in the process that encodes")
             // The spinner's area as the content lays it out (DesktopScene: a 3x3 grid of squares).
             let side = max(24, height / 8), cell = side / 3
             // Cropped to even sides: ffmpeg crops I420 pictures to even sizes.
