@@ -131,8 +131,8 @@ public final class RecordingEngine: Sendable {
                                           logger: Logger) throws(EngineError) -> VideoEncoder {
         // libx264 asks for transparent huge pages for its buffers (about 180 MB at 1080p). Where the
         // kernel grants them, it zeroes 2 MB at the first touch of each and compacts memory to find
-        // them: 0.2-0.45 CPU-s of kernel time at each start in replay-bench, against 0.1-0.25 with
-        // ordinary pages, for the same time in libx264 (docs/BENCHMARKS.md). Off for the process
+        // them: 0.3-0.47 CPU-s of kernel time in a 10 s replay-bench of the desktop, against 0.18-0.24
+        // with ordinary pages, for the same time in libx264 (docs/BENCHMARKS.md). Off for the process
         // (replayd, replay-bench) before the first encoder allocates; the extensions do the same.
         if let errno = TransparentHugePages.disable() {
             logger.debug("transparent huge pages stay on: prctl refused (errno \(errno))")
