@@ -64,7 +64,6 @@ package final class VideoEncoder: @unchecked Sendable {
     /// Pictures between two keyframes; libx264's are forced here (see `encode`).
     private let keyframeInterval: Int
     private var picturesSinceKeyframe: Int
-    private let logger: Logger
 
     /// What libx264 is set up for now (nil: not libx264 through its own API).
     var x264Activity: X264Encoder.Activity? { x264?.activity }
@@ -101,7 +100,6 @@ package final class VideoEncoder: @unchecked Sendable {
         self.packet = packet
         self.settings = settings
         self.name = codecName
-        self.logger = logger
 
         context.pointee.width = Int32(settings.width)
         context.pointee.height = Int32(settings.height)
@@ -144,7 +142,8 @@ package final class VideoEncoder: @unchecked Sendable {
         let x264Parameters = settings.lowLatency ? liveParameters : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0:stitchable=1"
         if settings.backend == .x264 {
             let x264 = try X264Encoder(settings: settings, keyframeLimit: Int(context.pointee.gop_size),
-                                       maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters)
+                                       maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters,
+                                       logger: logger)
             self.x264 = x264
             // What a destination copies into its track, as libavcodec's wrapper fills it in.
             context.pointee.codec_type = AVMEDIA_TYPE_VIDEO
@@ -265,13 +264,7 @@ package final class VideoEncoder: @unchecked Sendable {
             case AV_PICTURE_TYPE_P: X264_TYPE_P
             default: X264_TYPE_AUTO
             }
-            let activity = x264.activity, refused = x264.setUpRefused
-            try x264.encode(frame, pts: pts, type: type, into: packet, deliver: deliver)
-            if x264.activity != activity { logger.debug("libx264 set up for \(x264.activity) from this keyframe") }
-            if x264.setUpRefused, !refused {
-                logger.warning("libx264 keeps its first set-up: set up for another activity it gave other stream headers")
-            }
-            return
+            return try x264.encode(frame, pts: pts, type: type, into: packet, deliver: deliver)
         }
         var status: Int32
         if let frame {

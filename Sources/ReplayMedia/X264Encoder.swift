@@ -1,5 +1,6 @@
 import CFFmpeg
 import CX264
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,6 +59,7 @@ final class X264Encoder {
     let reorderDelay: Int32
     let level: Int32
     private var picture = x264_picture_t()
+    private let logger: Logger
     /// The parameters libx264 was first opened with (`Activity.busy`'s), and their preset.
     private let parameters: x264_param_t
     private let preset: String
@@ -65,11 +67,11 @@ final class X264Encoder {
     private let adapts: Bool
     private(set) var activity = Activity.busy
     /// Set when a libx264 set up for another activity gave different stream headers: no other is opened again.
-    private(set) var setUpRefused = false
-    /// Pictures, macroblocks sent and macroblocks changed since the last keyframe.
+    private var setUpRefused = false
+    /// Pictures since the last keyframe, and the sum of their changed shares (every picture has
+    /// as many macroblocks, so their average is the share of all macroblocks sent that changed).
     private var picturesSent = 0
-    private var macroblocksSent = 0
-    private var macroblocksChanged = 0
+    private var changedShares = 0.0
     /// The changed shares of the last `busyDecisionPictures` pictures.
     private var recentShares: [Double] = []
     /// Whether a keyframe has chosen the set-up yet (the first one has nothing to go by).
@@ -92,13 +94,15 @@ final class X264Encoder {
 
     /// The set-up the pictures since the last keyframe call for; nil when this encoder keeps its first.
     private var wantedActivity: Activity? {
-        guard adapts, !setUpRefused, macroblocksSent > 0 else { return nil }
-        return Double(macroblocksChanged) / Double(macroblocksSent) < Self.stillShare ? .still : .busy
+        guard adapts, !setUpRefused, picturesSent > 0 else { return nil }
+        return changedShares / Double(picturesSent) < Self.stillShare ? .still : .busy
     }
 
     /// `parameters` are x264's own `key=value:…` options, applied after the preset as
     /// libavcodec applies `x264-params`.
-    init(settings: VideoEncoderSettings, keyframeLimit: Int, maximumBFrames: Int, parameters: String) throws(MediaError) {
+    init(settings: VideoEncoderSettings, keyframeLimit: Int, maximumBFrames: Int, parameters: String,
+         logger: Logger) throws(MediaError) {
+        self.logger = logger
         var param = x264_param_t()
         guard x264_param_default_preset(&param, settings.preset, settings.lowLatency ? "zerolatency" : nil) >= 0 else {
             throw MediaError(.encoderUnavailable, "libx264 has no preset \(settings.preset)")
@@ -219,12 +223,11 @@ final class X264Encoder {
             picture.i_type = type
             let (map, changed) = Self.unchangedMap(frame.changedBlocks)
             if type != X264_TYPE_KEYFRAME {
-                let blocks = frame.changedBlocks.columns * frame.changedBlocks.rows
+                let share = Double(changed) / Double(frame.changedBlocks.columns * frame.changedBlocks.rows)
                 picturesSent += 1
-                macroblocksSent += blocks
-                macroblocksChanged += changed
+                changedShares += share
                 if recentShares.count == Self.busyDecisionPictures { recentShares.removeFirst() }
-                recentShares.append(Double(changed) / Double(blocks))
+                recentShares.append(share)
             }
             picture.prop.mb_info = map
             picture.prop.mb_info_free = { free($0) }
@@ -253,7 +256,7 @@ final class X264Encoder {
     /// set-up is another libx264: this one hands out what it holds, and the new one starts here.
     private func setUpForActivity(into packet: UnsafeMutablePointer<AVPacket>,
                                   deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
-        defer { picturesSent = 0; macroblocksSent = 0; macroblocksChanged = 0; recentShares.removeAll() }
+        defer { picturesSent = 0; changedShares = 0; recentShares.removeAll() }
         guard let wanted = earlyActivity ?? wantedActivity else { return }
         activityChosen = true
         guard wanted != activity else { return }
@@ -270,12 +273,14 @@ final class X264Encoder {
             // The track's headers describe every picture: a libx264 whose differ is not used.
             x264_encoder_close(opened.handle)
             setUpRefused = true
+            logger.warning("libx264 keeps its first set-up: set up for another activity it gave other stream headers")
             return
         }
         try flush(into: packet, deliver: deliver)
         x264_encoder_close(handle)
         handle = opened.handle
         activity = wanted
+        logger.debug("libx264 set up for \(wanted) from this keyframe")
     }
 
     private func handOver(_ packet: UnsafeMutablePointer<AVPacket>, nals: UnsafeMutablePointer<x264_nal_t>?, count: Int32,
