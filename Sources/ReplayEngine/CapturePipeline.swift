@@ -343,12 +343,15 @@ final class CapturePipeline: @unchecked Sendable {
             return false
         }
         // Only the macroblocks that changed since this pooled picture last held one: on a still
-        // screen a small part of the picture instead of all of it.
+        // screen a small part of the picture instead of all of it. This picture's own changes are
+        // recorded first, so that they are among them (a picture then not queued leaves its record,
+        // and its changes stay in the capture's map for the next: a superset, harmless).
+        let number = sentChanges.record(capture.current.changedBlocks)
         frame.copy(from: capture.current, blocks: sentChanges.changes(since: frame.pictureNumber))
         frame.timestamp = tick
         frame.tick = index
         // Numbered before the encoder's thread may take it.
-        frame.pictureNumber = sentChanges.latest + 1
+        frame.pictureNumber = number
         var queued = frames.push(frame)
         var attempts = 0
         while !queued, waiting, attempts < 400 {
@@ -357,12 +360,10 @@ final class CapturePipeline: @unchecked Sendable {
             attempts += 1
         }
         guard queued else {
-            frame.pictureNumber = nil   // it holds the capture's picture, which was not numbered
-            _ = freeFrames.push(frame)
+            _ = freeFrames.push(frame)   // holding picture `number`, as recorded
             framesDropped.add(1, ordering: .relaxed)
             return false
         }
-        _ = sentChanges.record(capture.current.changedBlocks)
         // The next picture's changes count from this one (a dropped picture's stay in).
         capture.current.changedBlocks.removeAll()
         return true

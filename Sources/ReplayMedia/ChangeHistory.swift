@@ -1,10 +1,10 @@
 /// Which macroblocks a pooled picture lacks against the capture's latest picture, so that handing a
 /// picture to the encoder copies only those (a still desktop with a small animation: 3% of the
 /// picture instead of all of it). The capture thread numbers each picture it sends and records the
-/// macroblocks that changed since the one sent before (`VideoFrame.changedBlocks`); a pooled
-/// picture that last held picture `n` lacks the union of the changes recorded after `n`. Only the
-/// last `depth` records are kept: a picture older than that, or one that never held a sent picture,
-/// takes everything.
+/// macroblocks that changed since the one sent before (`VideoFrame.changedBlocks`), before it fills
+/// a pooled picture with it: a pooled picture that last held picture `n` lacks the union of the
+/// changes recorded after `n`, the new picture's own included. Only the last `depth` records are
+/// kept: a picture older than that, or one that never held a sent picture, takes everything.
 package struct ChangeHistory: Sendable {
     package let depth: Int
     /// The changes of the last sent pictures, oldest first; the last is picture `latest`'s.

@@ -17,6 +17,10 @@ public final class TestApp: Sendable {
         public var secondAfter: Double = 1
         public var protectedWindow = false
         public var protectedAudio = false
+        /// Every this many seconds the window turns to its inverse colour and back (drawn at once).
+        public var flipEvery: Double?
+        /// With `flipEvery`: the file each flip's CLOCK_MONOTONIC time (ns) and new colour go to.
+        public var flipLog: String?
 
         public init(colour: UInt32, rect: PixelRect, tone: Double? = nil) {
             self.colour = colour
@@ -35,6 +39,8 @@ public final class TestApp: Sendable {
             }
             if protectedWindow { arguments.append("--protected") }
             if protectedAudio { arguments.append("--protected-audio") }
+            if let flipEvery { arguments += ["--flip-every", "\(flipEvery)"] }
+            if let flipLog { arguments += ["--flip-log", flipLog] }
             return arguments
         }
     }

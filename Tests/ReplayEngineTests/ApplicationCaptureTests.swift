@@ -108,6 +108,54 @@ struct ApplicationCaptureTests {
         }
     }
 
+    /// A change followed by stillness is in the recording at once: the picture taken when the
+    /// window changed holds the change (a pooled picture takes the capture's latest changes too, not
+    /// only those of the pictures sent before it), and every picture after it does, though libx264
+    /// is told that nothing changed in them.
+    @Test func aChangeAndThenStillnessIsRecordedAtOnce() async throws {
+        try await TestEnvironment.with(Self.environment()) { environment in
+            let rect = PixelRect(x: 40, y: 30, width: 160, height: 100)
+            var options = TestApp.Options(colour: Self.red, rect: rect)
+            options.flipEvery = 1.4   // red, then its inverse (cyan) from 1.4 s until 2.8 s
+            options.flipLog = environment.outputPath("flips.log")
+            let app = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil, options: options)
+            defer { app.kill() }
+            let file = environment.outputPath("app-flip.mp4")
+            let engine = try await RecordingEngine.prepare(
+                configuration: EngineConfiguration(video: .application(display: environment.xvfb.display, ApplicationScope(processID: app.pid)),
+                                                   audio: [], durationSeconds: 2.4, quality: .low, encoder: .x264),
+                logger: logger)
+            try engine.attach(try MovieWriter(path: file, logger: logger))
+            // The recording's time zero is no earlier than this.
+            let running = MonotonicClock.now()
+            try await engine.run()
+            let log = try String(contentsOfFile: try #require(options.flipLog), encoding: .utf8)
+            let flipped = try #require(log.split(separator: "\n").first.flatMap { $0.split(separator: " ").first }.flatMap { Int64($0) },
+                                       "the app flipped: \(log)")
+            let frames = try await FrameDecoder.allFrames(in: file, crop: PixelRect(x: 0, y: 0, width: 480, height: 270))
+            let times = try await MediaProbe.videoPictures(file).map(\.time)
+            try #require(frames.count == times.count && !times.isEmpty, "\(frames.count) pictures, \(times.count) times")
+            let cyan = RGB(hex: ~Self.red & 0xffffff)
+            let colours = frames.map { frame -> String in
+                if Self.check(frame, only: [(rect, RGB(hex: Self.red))]).isEmpty { return "red" }
+                if Self.check(frame, only: [(rect, cyan)]).isEmpty { return "cyan" }
+                return "mixed"
+            }
+            // The pictures after the flip (by the media clock, which started no earlier than
+            // `running`) are cyan: the one taken when the window changed, and the repeats that push
+            // it through the encoder. One red one at most, a once-a-second repeat taken before a
+            // busy X server drew the flip; an older picture's red kept for the change and its
+            // repeats would be several.
+            let flipTime = Double(flipped - running) / 1e9
+            let after = times.indices.filter { times[$0] - times[0] >= flipTime }
+            #expect(after.count >= 3, "pictures follow the flip at \(flipTime) s: \(times)")
+            let stale = after.filter { colours[$0] != "cyan" }
+            #expect(stale.count <= 1, "pictures after the flip at \(flipTime) s keep the old colour: \(stale.map { "\($0) at \(times[$0] - times[0]) s: \(colours[$0])" })")
+            #expect(colours.allSatisfy { $0 != "mixed" }, "each picture is the window in one colour: \(colours)")
+            await app.stop()
+        }
+    }
+
     /// A capture-only session takes the application's picture when it draws, not at the next tick:
     /// its drawing wakes the capture's wait before the deadline. (The test application repaints its
     /// window every 50 ms, as a live one does: those repaints wake the wait too, and change nothing.)
