@@ -30,6 +30,12 @@ struct ApplicationCaptureTests {
     /// Records `seconds` of `video` (and `audio`) to a file in the environment's folder.
     func record(_ video: VideoSource, audio: [AudioSource] = [], seconds: Double, name: String,
                 in environment: TestEnvironment) async throws -> String {
+        try await recordTimed(video, audio: audio, seconds: seconds, name: name, in: environment).file
+    }
+
+    /// `record`, also returning a CLOCK_MONOTONIC time (ns) no later than the recording's time zero.
+    func recordTimed(_ video: VideoSource, audio: [AudioSource] = [], seconds: Double, name: String,
+                     in environment: TestEnvironment) async throws -> (file: String, running: Int64) {
         let file = environment.outputPath(name)
         Self.useTheTestsPulseAudio(environment)
         let engine = try await RecordingEngine.prepare(
@@ -37,8 +43,9 @@ struct ApplicationCaptureTests {
                                                quality: .low, encoder: .x264),
             logger: logger)
         try engine.attach(try MovieWriter(path: file, logger: logger))
+        let running = MonotonicClock.now()
         try await engine.run()
-        return file
+        return (file, running)
     }
 
     @Test func anAppsRecordingHoldsOnlyItsWindowsEvenWhereCovered() async throws {
@@ -120,15 +127,8 @@ struct ApplicationCaptureTests {
             options.flipLog = environment.outputPath("flips.log")
             let app = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil, options: options)
             defer { app.kill() }
-            let file = environment.outputPath("app-flip.mp4")
-            let engine = try await RecordingEngine.prepare(
-                configuration: EngineConfiguration(video: .application(display: environment.xvfb.display, ApplicationScope(processID: app.pid)),
-                                                   audio: [], durationSeconds: 2.4, quality: .low, encoder: .x264),
-                logger: logger)
-            try engine.attach(try MovieWriter(path: file, logger: logger))
-            // The recording's time zero is no earlier than this.
-            let running = MonotonicClock.now()
-            try await engine.run()
+            let (file, running) = try await recordTimed(.application(display: environment.xvfb.display, ApplicationScope(processID: app.pid)),
+                                                        seconds: 2.4, name: "app-flip.mp4", in: environment)
             let log = try String(contentsOfFile: try #require(options.flipLog), encoding: .utf8)
             let flipped = try #require(log.split(separator: "\n").first.flatMap { $0.split(separator: " ").first }.flatMap { Int64($0) },
                                        "the app flipped: \(log)")
