@@ -38,6 +38,10 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     /// rate factor, for a live stream whose link may be slower; nil: none. libx264 (`.x264`)
     /// takes a new one while it runs (`VideoEncoder.setMaximumBitrate`).
     public var maximumBitrate: Int?
+    /// libx264 (`.x264`) set up again at keyframes for what the screen does (`X264Encoder.Activity`,
+    /// a recording starts as a desktop in use); false: the busy set-up throughout, libavcodec's
+    /// (to compare the two). A live stream and an encoder under a ceiling keep the busy one anyway.
+    package var adaptsToActivity = true
 
     public init(width: Int, height: Int, framesPerSecond: Int, preset: String, crf: Int) {
         self.width = width

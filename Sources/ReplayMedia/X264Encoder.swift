@@ -16,20 +16,30 @@ import Glibc
 /// A recording (not a live stream, no bitrate ceiling) sets libx264 up again at keyframes for
 /// what the pictures since the last one changed (`Activity`): where little changes, a constant
 /// quantiser on one thread spares libx264 the whole-picture work of its rate control and its
-/// frame threads' hand-overs. Each set-up is a libx264 of its own, opened `stitchable`, so that
-/// their stream headers are the same bytes and one track holds them all; a keyframe starts each,
-/// so none refers to another's pictures.
+/// frame threads' hand-overs; where part of the screen changes, whole-pixel motion search without
+/// the deblocking filter spares it its half-pixel planes and its filtering. Each set-up is a
+/// libx264 of its own, opened `stitchable`, so that their stream headers are the same bytes and
+/// one track holds them all; a keyframe starts each, so none refers to another's pictures.
 final class X264Encoder {
     /// What the screen did between two keyframes, and how libx264 is set up for the next ones.
     enum Activity: Equatable, Sendable {
-        /// A desktop in use, a video, a game: the constant rate factor with its look-ahead and
-        /// macroblock tree, and libx264's frame threads (a picture that changed whole takes one
+        /// A video, a game, the whole screen moving: the constant rate factor with its look-ahead
+        /// and macroblock tree, and libx264's frame threads (a picture that changed whole takes one
         /// core tens of milliseconds).
         case busy
+        /// A desktop in use (text scrolling, windows changing, part of the screen at a time): the
+        /// busy set-up without sub-pixel motion search and without the deblocking filter. Screen
+        /// content moves by whole pixels, and the filter blurs the sharp edges of text that the
+        /// next pictures then predict from; on the desktop content's own pictures about 40% less
+        /// of libx264's work, for a file no larger at a higher SSIM and PSNR (docs/BENCHMARKS.md,
+        /// "A desktop in use without sub-pixel search or deblocking"). Not where what changes
+        /// costs more than `desktopCostLimit` (a video playing in a window moves by fractions of
+        /// a pixel: whole-pixel search made its pictures three times the size).
+        case desktop
         /// Little changes (a clock, a spinner, a small video): a constant quantiser (the rate factor
-        /// plus `stillQuantiserOffset`) without look-ahead, on one thread: about half of libx264's
-        /// CPU a picture, for a file no larger at an SSIM no lower (docs/BENCHMARKS.md,
-        /// "libx264 set up for what the screen does").
+        /// plus `stillQuantiserOffset`) without look-ahead and without the deblocking filter, on one
+        /// thread: about half of libx264's CPU a picture, for a file no larger at an SSIM no lower
+        /// (docs/BENCHMARKS.md, "libx264 set up for what the screen does").
         case still
     }
 
@@ -40,15 +50,30 @@ final class X264Encoder {
     /// the screen is still. Above, the macroblock tree pays: where text scrolls, the rate factor's
     /// files were half the size of the quantiser's at the same SSIM.
     static let stillShare = 0.05
-    /// The first keyframe interval ends after this many pictures where they call for the still
+    /// The first keyframe interval ends after this many pictures where they call for another
     /// set-up (`wantsEarlyKeyframe`): a recording of a still screen does not wait two seconds for
-    /// half of libx264's CPU.
-    static let firstDecisionPictures = 15
-    /// On the still set-up, a keyframe comes early when this many pictures in a row changed
-    /// `busyShare` of theirs on average: a video that starts playing is not left to one thread
-    /// (which would not keep up with it) until the next keyframe.
+    /// what spares libx264 its work, nor one of a video playing in a window for sub-pixel search
+    /// (whose pictures, costly on the desktop set-up, are known once libx264 gives them back).
+    static let firstDecisionPictures = 8
+    /// On the still or desktop set-up, a keyframe comes early when this many pictures in a row
+    /// changed `busyShare` of theirs on average: a video that starts playing is not left to one
+    /// thread (which would not keep up with it), nor without its sub-pixel search and deblocking,
+    /// until the next keyframe.
     static let busyDecisionPictures = 8
+    /// From this share of macroblocks changed on (the pictures' average since the last keyframe),
+    /// the screen is busy; under it, down to `stillShare`, a desktop in use. Where the whole
+    /// screen moves, sub-pixel search pays (without it full motion's files were 4% larger).
     static let busyShare = 0.5
+    /// The desktop set-up is kept while its P pictures cost at most this many bytes per changed
+    /// macroblock at CRF 23 (twice as many for every 6 lower), and chosen from the busy one while
+    /// they cost half of it there. The cost is that of the median changed macroblock since the
+    /// last keyframe, each costing what its picture cost per changed macroblock: a picture where
+    /// a few changed counts little (its slice's own bytes are most of it), and a window that opens
+    /// once does not decide for the pictures around it. Measured once `costPictures` came back. Where the desktop content scrolls: 0.7 on either set-up; a
+    /// photograph moving by fractions of a pixel in a 640x360 window: 2.9 busy, 10.4 on the
+    /// desktop set-up.
+    static let desktopCostLimit = 3.0
+    static let costPictures = 4
 
     private var handle: OpaquePointer
     /// SPS and PPS (Annex B): the track's extradata.
@@ -60,12 +85,16 @@ final class X264Encoder {
     let level: Int32
     private var picture = x264_picture_t()
     private let logger: Logger
-    /// The parameters libx264 was first opened with (`Activity.busy`'s), and their preset.
+    /// The busy set-up's parameters (the others are made from them, `parameters(for:)`), and their preset.
     private let parameters: x264_param_t
     private let preset: String
     /// Whether this encoder changes its set-up (not for a live stream or under a bitrate ceiling).
     private let adapts: Bool
-    private(set) var activity = Activity.busy
+    /// The set-up libx264 is in. A recording starts as a desktop in use (`Activity.desktop`): what a
+    /// screen recorder mostly sees (starting busy, the change at `firstDecisionPictures` cost a
+    /// keyframe: 5% of a 20 s recording of a desktop); a video or game that fills the screen is busy
+    /// after `busyDecisionPictures`. A live stream and an encoder under a bitrate ceiling stay busy.
+    private(set) var activity: Activity
     /// Set when a libx264 set up for another activity gave different stream headers: no other is opened again.
     private var setUpRefused = false
     /// Pictures since the last keyframe, and the sum of their changed shares (every picture has
@@ -74,6 +103,28 @@ final class X264Encoder {
     private var changedShares = 0.0
     /// The changed shares of the last `busyDecisionPictures` pictures.
     private var recentShares: [Double] = []
+    /// The changed macroblocks of each picture libx264 holds, by its time; and, for each P picture
+    /// it gave back since the last keyframe, its bytes per changed macroblock and how many changed.
+    private var heldChanges: [Int64: Int] = [:]
+    private var givenCosts: [(cost: Double, changed: Int)] = []
+
+    /// What the median changed macroblock of the P pictures given back since the last keyframe
+    /// cost (`desktopCostLimit`); nil until `costPictures` came back.
+    private var cost: Double? {
+        guard givenCosts.count >= Self.costPictures else { return nil }
+        let half = givenCosts.reduce(0) { $0 + $1.changed } / 2
+        var counted = 0
+        for picture in givenCosts.sorted(by: { $0.cost < $1.cost }) {
+            counted += picture.changed
+            if counted > half { return picture.cost }
+        }
+        return givenCosts.last?.cost
+    }
+    /// Set when the desktop set-up was left for what its pictures cost: it is not chosen again
+    /// until the pictures call for another set-up by their share (the screen was still, or
+    /// changed whole). Content that costs the busy set-up just under half the limit, and the
+    /// desktop one over it, would otherwise go back and forth at every keyframe.
+    private var desktopTooCostly = false
     /// Whether a keyframe has chosen the set-up yet (the first one has nothing to go by).
     private var activityChosen = false
 
@@ -81,13 +132,13 @@ final class X264Encoder {
     /// should change (`earlyActivity`).
     var wantsEarlyKeyframe: Bool { earlyActivity != nil }
 
-    /// The set-up to change to before the next keyframe is due: in the first interval, the still
-    /// one once `firstDecisionPictures` pictures call for it; on the still one, busy once the last
+    /// The set-up to change to before the next keyframe is due: in the first interval, the one
+    /// `firstDecisionPictures` pictures call for; on the still or desktop one, busy once the last
     /// `busyDecisionPictures` pictures changed `busyShare` of theirs on average.
     private var earlyActivity: Activity? {
         guard let wanted = wantedActivity else { return nil }
-        if !activityChosen { return wanted == .still && wanted != activity && picturesSent >= Self.firstDecisionPictures ? wanted : nil }
-        guard activity == .still, recentShares.count == Self.busyDecisionPictures,
+        if !activityChosen, wanted != activity, picturesSent >= Self.firstDecisionPictures { return wanted }
+        guard activity != .busy, recentShares.count == Self.busyDecisionPictures,
               recentShares.reduce(0, +) / Double(recentShares.count) >= Self.busyShare else { return nil }
         return .busy
     }
@@ -95,8 +146,16 @@ final class X264Encoder {
     /// The set-up the pictures since the last keyframe call for; nil when this encoder keeps its first.
     private var wantedActivity: Activity? {
         guard adapts, !setUpRefused, picturesSent > 0 else { return nil }
-        return changedShares / Double(picturesSent) < Self.stillShare ? .still : .busy
+        let share = changedShares / Double(picturesSent)
+        if share < Self.stillShare { return .still }
+        if share >= Self.busyShare { return .busy }
+        // Part of the screen changes: a desktop in use, unless what changes is costly without sub-pixel search.
+        guard !desktopTooCostly, let cost else { return activity == .busy ? .busy : .desktop }
+        return cost <= (activity == .busy ? costLimit / 2 : costLimit) ? .desktop : .busy
     }
+
+    /// `desktopCostLimit` at this encoder's rate factor.
+    private let costLimit: Double
 
     /// `parameters` are x264's own `key=value:…` options, applied after the preset as
     /// libavcodec applies `x264-params`.
@@ -140,13 +199,15 @@ final class X264Encoder {
         guard x264_param_apply_profile(&param, "high") == 0 else {
             throw MediaError(.encoderUnavailable, "libx264 cannot encode these settings in the High profile")
         }
-        adapts = !settings.lowLatency && settings.maximumBitrate == nil
+        adapts = settings.adaptsToActivity && !settings.lowLatency && settings.maximumBitrate == nil
+        costLimit = Self.desktopCostLimit * pow(2, Double(23 - settings.crf) / 6)
         // Stitchable: the PPS's opening quantiser no longer follows the rate control, so that every
         // set-up's headers are the same.
         if adapts { param.b_stitchable = 1 }
         self.parameters = param
         preset = settings.preset
-        let opened = try Self.open(param, preset: settings.preset)
+        activity = adapts ? .desktop : .busy
+        let opened = try Self.open(Self.parameters(for: activity, from: param), preset: settings.preset)
         handle = opened.handle
         headers = opened.headers
         versionSEI = opened.versionSEI
@@ -222,6 +283,7 @@ final class X264Encoder {
             picture.i_pts = pts
             picture.i_type = type
             let (map, changed) = Self.unchangedMap(frame.changedBlocks)
+            if adapts { heldChanges[pts] = changed }
             if type != X264_TYPE_KEYFRAME {
                 let share = Double(changed) / Double(frame.changedBlocks.columns * frame.changedBlocks.rows)
                 picturesSent += 1
@@ -256,19 +318,17 @@ final class X264Encoder {
     /// set-up is another libx264: this one hands out what it holds, and the new one starts here.
     private func setUpForActivity(into packet: UnsafeMutablePointer<AVPacket>,
                                   deliver: (UnsafeMutablePointer<AVPacket>) throws(MediaError) -> Void) throws(MediaError) {
-        defer { picturesSent = 0; changedShares = 0; recentShares.removeAll() }
+        defer { picturesSent = 0; changedShares = 0; recentShares.removeAll(); givenCosts.removeAll() }
         guard let wanted = earlyActivity ?? wantedActivity else { return }
         activityChosen = true
-        guard wanted != activity else { return }
-        var param = parameters
-        if wanted == .still {
-            param.rc.i_rc_method = X264_RC_CQP
-            param.rc.i_qp_constant = Int32(param.rc.f_rf_constant.rounded()) + Int32(Self.stillQuantiserOffset)
-            // One thread: a picture that changed little takes libx264 a few milliseconds, and its
-            // frame threads' hand-overs cost about 10% more CPU for no picture sooner (4.4-4.8 against 4.8-5.5 ms).
-            param.i_threads = 1
+        let share = changedShares / Double(picturesSent)
+        if share < Self.stillShare || share >= Self.busyShare {
+            desktopTooCostly = false
+        } else if activity == .desktop, wanted == .busy, let cost, cost > costLimit {
+            desktopTooCostly = true
         }
-        let opened = try Self.open(param, preset: preset)
+        guard wanted != activity else { return }
+        let opened = try Self.open(Self.parameters(for: wanted, from: parameters), preset: preset)
         guard opened.headers == headers else {
             // The track's headers describe every picture: a libx264 whose differ is not used.
             x264_encoder_close(opened.handle)
@@ -280,7 +340,31 @@ final class X264Encoder {
         x264_encoder_close(handle)
         handle = opened.handle
         activity = wanted
-        logger.debug("libx264 set up for \(wanted) from this keyframe")
+        logger.debug("libx264 set up for \(wanted) from this keyframe (the pictures since the last cost \(cost.map { "\($0)" } ?? "-") bytes per changed macroblock)")
+    }
+
+    /// libx264's parameters for `activity`, made from the busy set-up's.
+    private static func parameters(for activity: Activity, from busy: x264_param_t) -> x264_param_t {
+        var param = busy
+        switch activity {
+        case .busy:
+            break
+        case .desktop:
+            // Without sub-pixel search libx264 also makes no half-pixel planes of its references
+            // (its largest per-row work); each set-up starts at a keyframe of its own libx264, so no
+            // picture predicts from a reference made without them by a set-up that wants them.
+            param.analyse.i_subpel_refine = 0
+            param.b_deblocking_filter = 0
+        case .still:
+            // 11% of libx264's work there; the file no larger, at a higher SSIM of the whole picture.
+            param.b_deblocking_filter = 0
+            param.rc.i_rc_method = X264_RC_CQP
+            param.rc.i_qp_constant = Int32(param.rc.f_rf_constant.rounded()) + Int32(Self.stillQuantiserOffset)
+            // One thread: a picture that changed little takes libx264 a few milliseconds, and its
+            // frame threads' hand-overs cost about 10% more CPU for no picture sooner (4.4-4.8 against 4.8-5.5 ms).
+            param.i_threads = 1
+        }
+        return param
     }
 
     private func handOver(_ packet: UnsafeMutablePointer<AVPacket>, nals: UnsafeMutablePointer<x264_nal_t>?, count: Int32,
@@ -299,6 +383,9 @@ final class X264Encoder {
         packet.pointee.pts = picture.i_pts
         packet.pointee.dts = picture.i_dts
         if picture.b_keyframe != 0 { packet.pointee.flags |= AV_PKT_FLAG_KEY }
+        if let changed = heldChanges.removeValue(forKey: picture.i_pts), changed > 0, picture.b_keyframe == 0 {
+            givenCosts.append((Double(size) / Double(changed), changed))
+        }
         try deliver(packet)
     }
 

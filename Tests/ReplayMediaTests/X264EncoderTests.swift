@@ -52,6 +52,8 @@ import CYUV
         let path = folder.appendingPathComponent("\(backend.rawValue)-\(layout).mp4").path
         var settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
         settings.backend = backend
+        // libavcodec's set-up throughout, to compare (a recording's own starts as a desktop in use).
+        settings.adaptsToActivity = false
         let (video, writer, track) = try openMovie(path, settings: settings)
         let converted = VideoFrame(width: width, height: height)
         // NV12: the same I420 picture, its chroma interleaved (as the frame ring gives it).
@@ -201,8 +203,9 @@ import CYUV
 
     /// A live encoder above 1280x720 searches motion in whole pixels (libx264 then keeps no
     /// half-pixel planes of its reference: 14 MB less at 1080p); at 720p and below it refines to
-    /// quarter pixels as veryfast does; the recorder's always does.
-    @Test(arguments: [(1920, 1080, true, 0), (1280, 720, true, 2), (1920, 1080, false, 2)])
+    /// quarter pixels as veryfast does. A recording starts as a desktop in use, in whole pixels too
+    /// (`libx264IsSetUpForWhatTheScreenDoes` follows it to the other set-ups).
+    @Test(arguments: [(1920, 1080, true, 0), (1280, 720, true, 2), (1920, 1080, false, 0)])
     func liveEncoderSearchesWholePixelsAbove720p(width: Int, height: Int, lowLatency: Bool, subme: Int) throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -218,10 +221,11 @@ import CYUV
     }
 
     /// libx264 is set up again at keyframes for what the screen did since the last one: a
-    /// constant quantiser on one thread where little changes (the first after half a second), the
-    /// rate factor with frame threads where more does (at once when a video starts playing). Each
-    /// set-up is another libx264 whose stream headers are the track's: the movie decodes without
-    /// an error, every picture as it went in.
+    /// recording starts as a desktop in use (whole-pixel search, no deblocking), goes to a constant
+    /// quantiser on one thread where little changes (after half a second), to the rate factor with
+    /// frame threads where the whole picture changes (at once when a video starts playing), and
+    /// back to a desktop in use where a band of it scrolls. Each set-up is another libx264 whose
+    /// stream headers are the track's: the movie decodes without an error, every picture as it went in.
     @Test func libx264IsSetUpForWhatTheScreenDoes() async throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -229,17 +233,21 @@ import CYUV
         let settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
         let (video, writer, track) = try openMovie(path, settings: settings)
         let frame = VideoFrame(width: width, height: height)
-        // Pictures 0-99 and 170-229: a 16x16 green square steps 16 pixels a picture along one row
+        // Every picture but 100-169: a 16x16 green square steps 16 pixels a picture along one row
         // (2 of 300 macroblocks change). 100-169: everything changes (the halves swap colours
-        // around a green 64x64 square), as where a video starts playing.
+        // around a green 64x64 square), as where a video starts playing. 170-229 also: the band of
+        // rows 32-111 (100 macroblocks) holds 8-pixel stripes, green and blue, that move up 2
+        // pixels a picture, as where a terminal scrolls.
+        let pictures = 290
         func square(_ tick: Int) -> (x: Int, y: Int) { (x: (tick % 19) * 16, y: 192) }
-        let moving = 100..<170
+        let moving = 100..<170, scrolling = 170..<230, band = 32..<112
+        func stripeIsGreen(y: Int, tick: Int) -> Bool { ((y + 2 * tick) / 8) % 2 == 0 }
         let playing = picture(squares: [(x: 128, y: 96, bgr: [0, 255, 0])])
         var swapped = playing
         for i in stride(from: 0, to: swapped.count, by: 4) where swapped[i + 1] != 255 { swapped.swapAt(i, i + 2) }
         let plain = picture()
         var activities: [X264Encoder.Activity?] = []
-        for tick in 0..<230 {
+        for tick in 0..<pictures {
             var pixels: [UInt8]
             frame.changedBlocks.removeAll()
             if moving.contains(tick) {
@@ -249,12 +257,19 @@ import CYUV
                 pixels = plain
                 let (sx, sy) = square(tick)
                 for y in sy..<sy + 16 { for x in sx..<sx + 16 { pixels[(y * width + x) * 4..<(y * width + x) * 4 + 3] = [0, 255, 0] } }
+                if scrolling.contains(tick) {
+                    for y in band {
+                        let bgr: [UInt8] = stripeIsGreen(y: y, tick: tick) ? [0, 255, 0] : [255, 0, 0]
+                        for x in 0..<width { pixels[(y * width + x) * 4..<(y * width + x) * 4 + 3] = bgr[...] }
+                    }
+                }
                 if tick == 0 || tick == moving.upperBound {
                     frame.changedBlocks.markAll()
                 } else {
                     let was = square(tick - 1)
                     frame.changedBlocks.mark(x: was.x..<was.x + 16, y: was.y..<was.y + 16)
                     frame.changedBlocks.mark(x: sx..<sx + 16, y: sy..<sy + 16)
+                    if scrolling.contains(tick) || scrolling.contains(tick - 1) { frame.changedBlocks.mark(x: 0..<width, y: band) }
                 }
             }
             frame.changedFraction = Double(frame.changedBlocks.changedCount) / 300
@@ -267,23 +282,25 @@ import CYUV
         try video.encode(nil, pts: 0, to: track)
         try writer.finish()
 
-        // Keyframes: 0; 16, early, after 15 still pictures; 76; 104, early, once the last 8
-        // pictures changed half of theirs (4 changed whole); 164 and 224, after pictures that
-        // changed 100% and 11% of theirs.
+        // Keyframes: 0; 9, early, after 8 still pictures; 69; 104, early, once the last 8
+        // pictures changed half of theirs (4 changed whole); 164, 224 and 284, after pictures that
+        // changed 100%, 40% and 3.5% of theirs.
         func expect(_ ticks: Range<Int>, _ activity: X264Encoder.Activity, sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(activities[ticks].allSatisfy { $0 == activity }, "pictures \(ticks): \(activity), got \(activities)", sourceLocation: sourceLocation)
         }
-        expect(0..<16, .busy)
-        expect(16..<104, .still)
-        expect(104..<230, .busy)
+        expect(0..<9, .desktop)
+        expect(9..<104, .still)
+        expect(104..<224, .busy)
+        expect(224..<284, .desktop)
+        expect(284..<pictures, .still)
 
         let check = try await ProcessRunner.run("ffmpeg", arguments: ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
         #expect(check.status == 0 && check.standardError.isEmpty, "decodes without an error: \(check)")
         let types = try await MediaProbe.videoPictures(path).map(\.type)
         let keyframes = types.indices.filter { types[$0] == "I" }
-        #expect(types.count == 230 && keyframes == [0, 16, 76, 104, 164, 224], "\(types.joined())")
+        #expect(types.count == pictures && keyframes == [0, 9, 69, 104, 164, 224, 284], "\(types.joined())")
         let decoded = try await FrameDecoder.allFrames(in: path, crop: PixelRect(x: 0, y: 0, width: width, height: height))
-        #expect(decoded.count == 230)
+        #expect(decoded.count == pictures)
         func isRed(_ c: RGB) -> Bool { c.r > 200 && c.g < 60 && c.b < 60 }
         func isGreen(_ c: RGB) -> Bool { c.g > 200 && c.r < 60 && c.b < 60 }
         func isBlue(_ c: RGB) -> Bool { c.b > 200 && c.r < 60 && c.g < 60 }
@@ -293,7 +310,75 @@ import CYUV
             #expect(swapped ? isBlue(left) && isRed(right) : isRed(left) && isBlue(right), "picture \(tick): the halves, got \(left) \(right)")
             let (sx, sy) = moving.contains(tick) ? (152, 120) : square(tick)
             #expect(isGreen(image.pixel(x: sx + 8, y: sy + 8)), "picture \(tick): the square")
+            if scrolling.contains(tick) {
+                // The middle row of a stripe, on both sides.
+                let y = 40 + ((4 - 2 * tick) % 8 + 8) % 8
+                for x in [40, 280] {
+                    let pixel = image.pixel(x: x, y: y)
+                    #expect(stripeIsGreen(y: y, tick: tick) ? isGreen(pixel) : isBlue(pixel), "picture \(tick): the stripe at \(x),\(y), got \(pixel)")
+                }
+            }
         }
+    }
+
+    /// A window of 160x128 (27% of the picture) shows a fine texture moving: by fractions of a
+    /// pixel, as a video does, its pictures cost too much on the desktop set-up (whole-pixel search)
+    /// and libx264 is busy within half a second; by whole pixels, as text scrolls, it stays a desktop in use.
+    @Test(arguments: [true, false])
+    func aVideoInAWindowIsBusyAndScrollingIsADesktop(fractional: Bool) async throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("window.mp4").path
+        let settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
+        let (video, writer, track) = try openMovie(path, settings: settings)
+        let frame = VideoFrame(width: width, height: height)
+        // A fixed field of 8x8 cells, dark or light as a hash says (like text, the same every run),
+        // sampled bilinearly where the window shows it.
+        let cells = (0..<32 * 32).map { (UInt32($0) &* 2_654_435_761) >> 15 & 1 == 1 ? 220.0 : 30.0 }
+        func level(_ x: Double, _ y: Double) -> UInt8 {
+            let x0 = Int(x.rounded(.down)), y0 = Int(y.rounded(.down)), fx = x - Double(x0), fy = y - Double(y0)
+            func at(_ x: Int, _ y: Int) -> Double { cells[((y & 255) / 8) * 32 + (x & 255) / 8] }
+            let top = at(x0, y0) * (1 - fx) + at(x0 + 1, y0) * fx, bottom = at(x0, y0 + 1) * (1 - fx) + at(x0 + 1, y0 + 1) * fx
+            return UInt8((top * (1 - fy) + bottom * fy).rounded())
+        }
+        let window = (x: 96, y: 64, width: 160, height: 128)
+        let plain = picture()
+        var activities: [X264Encoder.Activity?] = []
+        for tick in 0..<40 {
+            var pixels = plain
+            let (dx, dy) = fractional ? (0.37 * Double(tick), 0.23 * Double(tick)) : (0.0, Double(tick))
+            for y in 0..<window.height {
+                for x in 0..<window.width {
+                    let v = level(Double(x) + dx, Double(y) + dy), i = ((window.y + y) * width + window.x + x) * 4
+                    pixels[i] = v; pixels[i + 1] = v; pixels[i + 2] = v
+                }
+            }
+            frame.changedBlocks.removeAll()
+            if tick == 0 { frame.changedBlocks.markAll() } else {
+                frame.changedBlocks.mark(x: window.x..<window.x + window.width, y: window.y..<window.y + window.height)
+            }
+            frame.changedFraction = Double(frame.changedBlocks.changedCount) / 300
+            pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            try video.encode(frame, pts: Int64(tick), to: track)
+            activities.append(video.x264Activity)
+            await Task.yield()
+        }
+        try video.encode(nil, pts: 0, to: track)
+        try writer.finish()
+
+        // Moving by fractions of a pixel: busy from a keyframe as soon as libx264 gave back
+        // pictures after the first 8 (it holds a few); by whole pixels, a desktop throughout.
+        let types = try await MediaProbe.videoPictures(path).map(\.type)
+        let keyframes = types.indices.filter { types[$0] == "I" }
+        if fractional {
+            let change = try #require(keyframes.count == 2 ? keyframes[1] : nil, "one keyframe after the first: \(types.joined())")
+            #expect(change >= 9 && change <= 14, "the change at picture \(change)")
+            #expect(activities[..<change].allSatisfy { $0 == .desktop } && activities[change...].allSatisfy { $0 == .busy }, "\(activities)")
+        } else {
+            #expect(keyframes == [0] && activities.allSatisfy { $0 == .desktop }, "\(types.joined()) \(activities)")
+        }
+        let check = try await ProcessRunner.run("ffmpeg", arguments: ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(check.status == 0 && check.standardError.isEmpty, "decodes without an error: \(check)")
     }
 
     /// A live stream's encoder and one under a bitrate ceiling keep their first set-up (the
