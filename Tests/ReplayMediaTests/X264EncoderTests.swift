@@ -80,6 +80,18 @@ import CYUV
         return path
     }
 
+    /// Converts `pixels` into `frame` (its changed macroblocks marked), encodes it at `tick` and
+    /// returns the set-up libx264 was in for it.
+    private func encode(_ pixels: [UInt8], into frame: VideoFrame, tick: Int, with video: VideoEncoder,
+                        to track: TrackOutputs) async throws -> X264Encoder.Activity? {
+        frame.changedFraction = Double(frame.changedBlocks.changedCount) / Double(frame.changedBlocks.columns * frame.changedBlocks.rows)
+        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+        try video.encode(frame, pts: Int64(tick), to: track)
+        // Other tests run beside this one on as many threads as the machine has cores.
+        await Task.yield()
+        return video.x264Activity
+    }
+
     /// x264's options as it writes them into its SEI ("options: cabac=1 ref=1 …").
     private func x264Options(in path: String) throws -> String {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -272,12 +284,7 @@ import CYUV
                     if scrolling.contains(tick) || scrolling.contains(tick - 1) { frame.changedBlocks.mark(x: 0..<width, y: band) }
                 }
             }
-            frame.changedFraction = Double(frame.changedBlocks.changedCount) / 300
-            pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
-            try video.encode(frame, pts: Int64(tick), to: track)
-            activities.append(video.x264Activity)
-            // Other tests run beside this one on as many threads as the machine has cores.
-            await Task.yield()
+            activities.append(try await encode(pixels, into: frame, tick: tick, with: video, to: track))
         }
         try video.encode(nil, pts: 0, to: track)
         try writer.finish()
@@ -357,11 +364,7 @@ import CYUV
             if tick == 0 { frame.changedBlocks.markAll() } else {
                 frame.changedBlocks.mark(x: window.x..<window.x + window.width, y: window.y..<window.y + window.height)
             }
-            frame.changedFraction = Double(frame.changedBlocks.changedCount) / 300
-            pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
-            try video.encode(frame, pts: Int64(tick), to: track)
-            activities.append(video.x264Activity)
-            await Task.yield()
+            activities.append(try await encode(pixels, into: frame, tick: tick, with: video, to: track))
         }
         try video.encode(nil, pts: 0, to: track)
         try writer.finish()
