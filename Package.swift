@@ -196,7 +196,7 @@ let package = Package(
                           swiftSettings: swiftSettings),
 
         // MARK: Benchmarks (make bench)
-        .executableTarget(name: "replay-bench", dependencies: ["ReplayEngine", "ReplayMedia",
+        .executableTarget(name: "replay-bench", dependencies: ["ReplayEngine", "ReplayMedia", "CX264",
                                                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                                                .product(name: "Logging", package: "swift-log")],
                           path: "Benchmarks/ReplayBench", swiftSettings: swiftSettings),

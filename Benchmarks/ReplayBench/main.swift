@@ -1,6 +1,7 @@
 // replay-bench: runs OpenReplayKit's recording pipeline in-process (no daemon, no socket) and
 // prints the CPU it used, so that Benchmarks/run.sh can set it beside ffmpeg on the same screen.
 import ArgumentParser
+import CX264
 import Foundation
 import Logging
 import ReplayEngine
@@ -11,7 +12,7 @@ struct ReplayBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay-bench",
         abstract: "The OpenReplayKit pipeline in-process, for make bench.",
-        subcommands: [Record.self, Convert.self],
+        subcommands: [Record.self, Convert.self, Reencode.self],
         defaultSubcommand: Record.self)
 }
 
@@ -114,5 +115,118 @@ struct Record: AsyncParsableCommand {
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+}
+
+/// Encodes again the pictures replayd handed libx264, as a build with
+/// `Benchmarks/x264lab/dump-pictures.patch` wrote them (per picture its time, its type, whether a
+/// map was given, the I420 picture and the map of unchanged macroblocks), with the recorder's busy
+/// set-up and then libx264's own options. With no options it gives replayd's own stream, to the
+/// byte but for the version SEI.
+struct Reencode: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Encode again the pictures replayd handed libx264, with libx264's own options (Benchmarks/x264lab).")
+    @Argument(help: "The pictures, as ORK_DUMP wrote them.") var pictures: String
+    @Option(name: .shortAndLong, help: "The H.264 stream (Annex B) to write.") var output: String
+    @Option(help: "libx264's options after the recorder's, key=value:… (e.g. subme=0:no-deblock=1).") var options = ""
+    @Option(help: "libx264's threads (0: its own choice).") var threads: Int32 = 3
+    @Option(help: "Also write the pictures as they were handed in, raw I420, to this file.") var reference: String?
+    @Option var width = 1920
+    @Option var height = 1080
+
+    func run() throws {
+        var param = x264_param_t()
+        x264_param_default_preset(&param, "veryfast", nil)
+        param.i_log_level = X264_LOG_NONE
+        param.i_csp = X264_CSP_I420
+        param.i_width = Int32(width)
+        param.i_height = Int32(height)
+        param.i_fps_num = 30; param.i_fps_den = 1; param.i_timebase_num = 1; param.i_timebase_den = 30
+        param.rc.i_rc_method = X264_RC_CRF
+        param.rc.f_rf_constant = 23
+        param.i_keyint_max = 61
+        param.i_bframe = 1
+        param.b_repeat_headers = 1
+        param.b_annexb = 1
+        param.analyse.b_mb_info = 1
+        if threads > 0 { param.i_threads = threads }
+        // VideoEncoder's parameters for a recording, then the options asked for.
+        let all = "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0:stitchable=1" + (options.isEmpty ? "" : ":" + options)
+        for option in all.split(separator: ":") {
+            let pair = option.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2, x264_param_parse(&param, pair[0], pair[1]) == 0 else {
+                throw ValidationError("libx264 refuses the option \(option)")
+            }
+        }
+        guard x264_param_apply_profile(&param, "high") == 0, let encoder = ork_x264_encoder_open(&param) else {
+            throw ValidationError("libx264 does not open with \(all)")
+        }
+        defer { x264_encoder_close(encoder) }
+        guard let input = fopen(pictures, "rb"), let stream = fopen(output, "wb") else {
+            throw ValidationError("cannot open \(pictures) or \(output)")
+        }
+        defer { fclose(input); fclose(stream) }
+        let raw = reference.flatMap { fopen($0, "wb") }
+        defer { if let raw { fclose(raw) } }
+
+        let size = width * height * 3 / 2
+        let blocks = ((width + 15) / 16) * ((height + 15) / 16)
+        let frame = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
+        defer { frame.deallocate() }
+        var picture = x264_picture_t()
+        x264_picture_init(&picture)
+        picture.img.i_csp = X264_CSP_I420
+        picture.img.i_plane = 3
+        picture.img.plane = (frame, frame + width * height, frame + width * height * 5 / 4, nil)
+        picture.img.i_stride = (Int32(width), Int32(width / 2), Int32(width / 2), 0)
+        var given = x264_picture_t()
+        var nals: UnsafeMutablePointer<x264_nal_t>?
+        var count: Int32 = 0
+        var (pictureCount, bytes, keyframes, keyframeBytes, changed) = (0, 0, 0, 0, 0)
+        var spent = 0.0
+        var head = [Int64](repeating: 0, count: 3)
+        while true {
+            let start = Self.cpuSeconds()
+            let written: Int32
+            if fread(&head, 8, 3, input) == 3 {
+                guard let map = malloc(blocks)?.assumingMemoryBound(to: UInt8.self) else { break }
+                guard fread(frame, 1, size, input) == size, fread(map, 1, blocks, input) == blocks else { free(map); break }
+                if let raw { fwrite(frame, 1, size, raw) }
+                if head[1] != Int64(X264_TYPE_KEYFRAME) {
+                    changed += head[2] != 0 ? (0..<blocks).filter { map[$0] & UInt8(X264_MBINFO_CONSTANT) == 0 }.count : blocks
+                }
+                picture.i_pts = head[0]
+                picture.i_type = Int32(head[1])
+                if head[2] != 0 {
+                    picture.prop.mb_info = map
+                    picture.prop.mb_info_free = { free($0) }
+                } else {
+                    free(map)
+                    picture.prop.mb_info = nil
+                }
+                written = x264_encoder_encode(encoder, &nals, &count, &picture, &given)
+                pictureCount += 1
+            } else if x264_encoder_delayed_frames(encoder) > 0 {
+                written = x264_encoder_encode(encoder, &nals, &count, nil, &given)
+            } else {
+                break
+            }
+            spent += Self.cpuSeconds() - start
+            guard written >= 0 else { throw ValidationError("libx264 failed to encode") }
+            if written > 0, let nals {
+                fwrite(nals.pointee.p_payload, 1, Int(written), stream)
+                bytes += Int(written)
+                if given.b_keyframe != 0 { keyframes += 1; keyframeBytes += Int(written) }
+            }
+        }
+        let cost = changed > 0 ? Double(bytes - keyframeBytes) / Double(changed) : 0
+        print("pictures \(pictureCount) bytes \(bytes) keyframes \(keyframes) (\(keyframeBytes) bytes) "
+              + "P bytes per changed macroblock \((cost * 100).rounded() / 100) cpu \((spent * 1000).rounded() / 1000) s")
+    }
+
+    private static func cpuSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }
