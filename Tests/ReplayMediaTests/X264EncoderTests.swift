@@ -45,6 +45,15 @@ import CYUV
         return (video, writer, track)
     }
 
+    /// A recording's encoder (veryfast, CRF 23, set up for what the screen does) and a started
+    /// movie `name` in `folder`.
+    private func openRecording(_ name: String, in folder: URL) throws -> (path: String, video: VideoEncoder, writer: MovieWriter, track: TrackOutputs) {
+        let path = folder.appendingPathComponent(name).path
+        let settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
+        let (video, writer, track) = try openMovie(path, settings: settings)
+        return (path, video, writer, track)
+    }
+
     /// Encodes `pictures` (each with the macroblocks it says changed, nil: all of them), one a
     /// tick, into a new movie with `backend`; returns its path.
     private func encode(_ pictures: [(pixels: [UInt8], changed: [(x: Range<Int>, y: Range<Int>)]?)],
@@ -241,9 +250,7 @@ import CYUV
     @Test func libx264IsSetUpForWhatTheScreenDoes() async throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let path = folder.appendingPathComponent("activities.mp4").path
-        let settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
-        let (video, writer, track) = try openMovie(path, settings: settings)
+        let (path, video, writer, track) = try openRecording("activities.mp4", in: folder)
         let frame = VideoFrame(width: width, height: height)
         // Every picture but 100-169: a 16x16 green square steps 16 pixels a picture along one row
         // (2 of 300 macroblocks change). 100-169: everything changes (the halves swap colours
@@ -335,9 +342,7 @@ import CYUV
     func aVideoInAWindowIsBusyAndScrollingIsADesktop(fractional: Bool) async throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let path = folder.appendingPathComponent("window.mp4").path
-        let settings = VideoEncoderSettings(width: width, height: height, framesPerSecond: fps, preset: "veryfast", crf: 23)
-        let (video, writer, track) = try openMovie(path, settings: settings)
+        let (path, video, writer, track) = try openRecording("window.mp4", in: folder)
         let frame = VideoFrame(width: width, height: height)
         // A fixed field of 8x8 cells, dark or light as a hash says (like text, the same every run),
         // sampled bilinearly where the window shows it.
