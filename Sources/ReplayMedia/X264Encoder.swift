@@ -69,10 +69,11 @@ final class X264Encoder {
     /// they cost half of it there. The cost is that of the median changed macroblock since the
     /// last keyframe, each costing what its picture cost per changed macroblock: a picture where
     /// a few changed counts little (its slice's own bytes are most of it), and a window that opens
-    /// once does not decide for the pictures around it. Measured once `costPictures` came back. Where the desktop content scrolls: 0.7 on either set-up; a
-    /// photograph moving by fractions of a pixel in a 640x360 window: 2.9 busy, 10.4 on the
-    /// desktop set-up.
+    /// once does not decide for the pictures around it. Where the desktop content scrolls: 0.7 on
+    /// either set-up; a photograph moving by fractions of a pixel in a 640x360 window: 2.9 busy,
+    /// 10.4 on the desktop set-up.
     static let desktopCostLimit = 3.0
+    /// The cost is known once libx264 gave back this many P pictures since the last keyframe.
     static let costPictures = 4
 
     private var handle: OpaquePointer
