@@ -121,8 +121,8 @@ struct Record: AsyncParsableCommand {
 /// Encodes again the pictures replayd handed libx264, as a build with
 /// `Benchmarks/x264lab/dump-pictures.patch` wrote them (per picture its time, its type, whether a
 /// map was given, the I420 picture and the map of unchanged macroblocks), with the recorder's busy
-/// set-up and then libx264's own options. With no options it gives replayd's own stream, to the
-/// byte but for the version SEI.
+/// set-up and then libx264's own options. With no options, from a recording that stayed busy, it
+/// gives replayd's own stream, to the byte but for the version SEI.
 struct Reencode: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Encode again the pictures replayd handed libx264, with libx264's own options (Benchmarks/x264lab).")
@@ -151,7 +151,7 @@ struct Reencode: ParsableCommand {
         param.analyse.b_mb_info = 1
         if threads > 0 { param.i_threads = threads }
         // VideoEncoder's parameters for a recording, then the options asked for.
-        let all = "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0:stitchable=1" + (options.isEmpty ? "" : ":" + options)
+        let all = VideoEncoder.recordingX264Parameters + (options.isEmpty ? "" : ":" + options)
         for option in all.split(separator: ":") {
             let pair = option.split(separator: "=", maxSplits: 1).map(String.init)
             guard pair.count == 2, x264_param_parse(&param, pair[0], pair[1]) == 0 else {

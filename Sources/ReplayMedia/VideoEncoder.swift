@@ -143,7 +143,7 @@ package final class VideoEncoder: @unchecked Sendable {
         // Stitchable: the headers do not follow the rate control, so that the recorder's libx264 set
         // up for another activity (`X264Encoder.Activity`) writes the same ones (libavcodec's gets
         // it too, to compare).
-        let x264Parameters = settings.lowLatency ? liveParameters : "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0:stitchable=1"
+        let x264Parameters = settings.lowLatency ? liveParameters : Self.recordingX264Parameters
         if settings.backend == .x264 {
             let x264 = try X264Encoder(settings: settings, keyframeLimit: Int(context.pointee.gop_size),
                                        maximumBFrames: Int(context.pointee.max_b_frames), parameters: x264Parameters,
@@ -230,6 +230,10 @@ package final class VideoEncoder: @unchecked Sendable {
         av_frame_free(&hardwareFrame)
         av_buffer_unref(&hardwareDevice)
     }
+
+    /// libx264's own options for a recording, after the preset (`init` says why each);
+    /// `replay-bench reencode` starts from them too.
+    package static let recordingX264Parameters = "rc-lookahead=3:sync-lookahead=0:b-adapt=0:scenecut=0:weightp=0:stitchable=1"
 
     /// A live encoder (`lowLatency`) of more pixels than this (1280x720) searches motion in whole pixels only.
     static let fullPixelSearchAbove = 1280 * 720

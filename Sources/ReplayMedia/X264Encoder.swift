@@ -137,8 +137,11 @@ final class X264Encoder {
     /// `firstDecisionPictures` pictures call for; on the still or desktop one, busy once the last
     /// `busyDecisionPictures` pictures changed `busyShare` of theirs on average.
     private var earlyActivity: Activity? {
-        guard let wanted = wantedActivity else { return nil }
-        if !activityChosen, wanted != activity, picturesSent >= Self.firstDecisionPictures { return wanted }
+        guard adapts, !setUpRefused else { return nil }
+        // Asked every picture: what the interval calls for (and its cost) only in the first one.
+        if !activityChosen, picturesSent >= Self.firstDecisionPictures, let wanted = wantedActivity, wanted != activity {
+            return wanted
+        }
         guard activity != .busy, recentShares.count == Self.busyDecisionPictures,
               recentShares.reduce(0, +) / Double(recentShares.count) >= Self.busyShare else { return nil }
         return .busy
@@ -147,13 +150,16 @@ final class X264Encoder {
     /// The set-up the pictures since the last keyframe call for; nil when this encoder keeps its first.
     private var wantedActivity: Activity? {
         guard adapts, !setUpRefused, picturesSent > 0 else { return nil }
-        let share = changedShares / Double(picturesSent)
+        let share = intervalShare
         if share < Self.stillShare { return .still }
         if share >= Self.busyShare { return .busy }
         // Part of the screen changes: a desktop in use, unless what changes is costly without sub-pixel search.
         guard !desktopTooCostly, let cost else { return activity == .busy ? .busy : .desktop }
         return cost <= (activity == .busy ? costLimit / 2 : costLimit) ? .desktop : .busy
     }
+
+    /// The share of macroblocks the pictures since the last keyframe changed (at least one was sent).
+    private var intervalShare: Double { changedShares / Double(picturesSent) }
 
     /// `desktopCostLimit` at this encoder's rate factor.
     private let costLimit: Double
@@ -322,7 +328,7 @@ final class X264Encoder {
         defer { picturesSent = 0; changedShares = 0; recentShares.removeAll(); givenCosts.removeAll() }
         guard let wanted = earlyActivity ?? wantedActivity else { return }
         activityChosen = true
-        let share = changedShares / Double(picturesSent)
+        let share = intervalShare
         if share < Self.stillShare || share >= Self.busyShare {
             desktopTooCostly = false
         } else if activity == .desktop, wanted == .busy, let cost, cost > costLimit {
