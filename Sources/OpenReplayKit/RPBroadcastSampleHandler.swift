@@ -91,7 +91,7 @@ public func RPBroadcastExtensionMain(_ handlerType: RPBroadcastSampleHandler.Typ
     // replayd's limit counts the pages the extension dirtied (Private_Dirty), where a transparent
     // huge page counts whole, however little of it is written. libx264 asks for huge pages for all
     // its big buffers, mostly empty ones too: at 1080p that cost the shipped extensions 6.5 MB
-    // (docs/BENCHMARKS.md, "Issue 16"). Without them the limit counts the memory in use.
+    // (docs/lab-notes/2026-11-24-upload-extensions.md). Without them the limit counts the memory in use.
     TransparentHugePages.disable()
     let handler = handlerType.init()
     let host = BroadcastExtensionHost(handler: handler)

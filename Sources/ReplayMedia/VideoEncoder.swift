@@ -130,7 +130,7 @@ package final class VideoEncoder: @unchecked Sendable {
         // decision, and only where most of the screen changed (`encode`): full-motion files
         // half the size for less CPU, a desktop's cost unchanged. No scene-cut keyframes:
         // `encode` places every keyframe, and libx264's search for cuts cost about 7% of full
-        // motion, for files of the same size and quality (docs/ARCHITECTURE.md, "Encoders").
+        // motion, for files of the same size and quality (docs/ENCODER.md).
         // No weighted prediction (veryfast's weightp=1): its analysis of every picture cost 7% of a
         // still screen's picture, for the same size and SSIM on screen content, and a picture that
         // used it lost the map of unchanged macroblocks (libx264 takes the map only without weights).
@@ -138,7 +138,7 @@ package final class VideoEncoder: @unchecked Sendable {
         // planes beside each reference (three more luma planes a picture: 14 MB at 1080p, what brings
         // an upload extension under its memory limit) and spends a third less CPU. At the same
         // bitrate ceiling a desktop kept its SSIM and size; full motion lost 1.6 dB PSNR, not visible
-        // side by side (docs/BENCHMARKS.md, "Issue 16").
+        // side by side (docs/lab-notes/2026-11-24-upload-extensions.md).
         let liveParameters = "scenecut=0:weightp=0" + (settings.width * settings.height > Self.fullPixelSearchAbove ? ":subme=0" : "")
         // Stitchable: the headers do not follow the rate control, so that the recorder's libx264 set
         // up for another activity (`X264Encoder.Activity`) writes the same ones (libavcodec's gets

@@ -31,15 +31,15 @@ final class X264Encoder {
         /// busy set-up without sub-pixel motion search and without the deblocking filter. Screen
         /// content moves by whole pixels, and the filter blurs the sharp edges of text that the
         /// next pictures then predict from; on the desktop content's own pictures about 40% less
-        /// of libx264's work, for a file no larger at a higher SSIM and PSNR (docs/BENCHMARKS.md,
-        /// "A desktop in use without sub-pixel search or deblocking"). Not where what changes
+        /// of libx264's work, for a file no larger at a higher SSIM and PSNR (docs/lab-notes/
+        /// 2026-11-28-desktop-set-up.md). Not where what changes
         /// costs more than `desktopCostLimit` (a video playing in a window moves by fractions of
         /// a pixel: whole-pixel search made its pictures three times the size).
         case desktop
         /// Little changes (a clock, a spinner, a small video): a constant quantiser (the rate factor
         /// plus `stillQuantiserOffset`) without look-ahead and without the deblocking filter, on one
         /// thread: about half of libx264's CPU a picture, for a file no larger at an SSIM no lower
-        /// (docs/BENCHMARKS.md, "libx264 set up for what the screen does").
+        /// (docs/lab-notes/2026-11-27-x264-set-ups.md).
         case still
     }
 
