@@ -40,14 +40,15 @@ bench-tools: release
 	$(SWIFT) build -c release --product replay-testapp
 
 ## test: install what tests need, build, run every test (unit, in-process C, whole system).
-## Four runs, each with the machine to itself: the unit and in-process tests; the broadcast service
+## Five runs, each with the machine to itself: the unit and in-process tests; the broadcast service
 ## against its real servers, ffmpeg publishers and Chromium; the screen-recording system tests, which
 ## measure frames and sound timing; then the system windows (GTK under Xvfb, xdotool) and the engine's
 ## in-process test on a real display (side by side with the system tests, their X servers, encoders
-## and GTK windows starved those: a stop that waited a minute, a live stream read too slowly).
+## and GTK windows starved those: a stop that waited a minute, a live stream read too slowly); last the
+## Wayland tests, on a headless GNOME Shell with its screen-cast portal and PipeWire.
 ## Each under a deadline (scripts/test-phase.sh): a hanging test fails the run in minutes and says so.
 ## Side by side on 2 cores, the browsers, encoders and X servers of one group starve the others.
-UNIT_TESTS_SKIP := ^(SystemTests|SystemWindowsTests|BroadcastServiceTests)\.|EngineDestinationsTests
+UNIT_TESTS_SKIP := ^(SystemTests|SystemWindowsTests|BroadcastServiceTests)\.|EngineDestinationsTests|^WaylandTests\.
 SYSTEM_TESTS := ^SystemTests\.
 WINDOW_TESTS := ^SystemWindowsTests\.|EngineDestinationsTests
 test: bootstrap
@@ -59,6 +60,7 @@ test: bootstrap
 	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "broadcast service tests" 15 $(SWIFT) test --skip-build --filter '^BroadcastServiceTests\.'
 	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "system tests" 35 $(SWIFT) test --skip-build --filter '$(SYSTEM_TESTS)'
 	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "system windows and engine destinations" 15 $(SWIFT) test --skip-build --filter '$(WINDOW_TESTS)'
+	ORK_BIN_DIR=$(DEBUG_BIN) bash scripts/test-phase.sh "wayland tests" 10 $(SWIFT) test --skip-build --filter '^WaylandTests\.'
 
 ## demo: record 10 s of the screen (a virtual display with moving content and sound when there is none);
 ## on that virtual display, SketchPad (Examples/SketchPad) records itself, driven with xdotool; then a live broadcast.

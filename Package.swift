@@ -60,6 +60,8 @@ let package = Package(
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         // x264.pc adds -DX264_API_IMPORTS, a flag SwiftPM refuses with a warning (it matters on Windows only).
         .systemLibrary(name: "CX264", providers: [.apt(["libx264-dev"])]),
+        // GIO's D-Bus, for the screen-cast portal (Wayland).
+        .systemLibrary(name: "CGio", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // C glue Swift cannot express, one small C target per C library (macros, variadic callbacks,
         // externs of incomplete type, socket ancillary data), each with static asserts on what it assumes.
         .target(name: "CFFmpegShim", dependencies: ["CFFmpeg"], linkerSettings: [.linkedLibrary("avutil")]),
@@ -67,6 +69,13 @@ let package = Package(
                 linkerSettings: ["xcb", "xcb-shm", "xcb-xfixes", "xcb-damage", "xcb-randr"].map { LinkerSetting.linkedLibrary($0) }),
         .target(name: "CSocketShim"),
         .target(name: "CGtkShim", dependencies: ["CGtk"], linkerSettings: [.linkedLibrary("X11")]),
+        // Wayland capture: a PipeWire video stream (SPA pods are macros) and the screen-cast portal's
+        // D-Bus calls, each behind a small C API of plain types. libpipewire-0.3.pc adds -D_REENTRANT,
+        // which SwiftPM refuses with a warning: its two include folders as Debian installs them instead.
+        .target(name: "CPipeWire",
+                cSettings: [.unsafeFlags(["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2"])],
+                linkerSettings: [.linkedLibrary("pipewire-0.3")]),
+        .target(name: "CPortal", dependencies: ["CGio"]),
 
         // MARK: Our modules, layered: pure values at the bottom, C-backed implementations above.
         // One FFmpeg core for the recorder and the service: errors, log routing, the libavformat output.
@@ -77,7 +86,7 @@ let package = Package(
                 dependencies: ["CFFmpeg", "CX264", "CYUV", "ReplayFFmpeg", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         .target(name: "ReplayCapture",
-                dependencies: ["ReplayMedia", "CXCB", "CPulse", "CCairo", "CYUV", "CXCBShim",
+                dependencies: ["ReplayMedia", "CXCB", "CPulse", "CCairo", "CYUV", "CXCBShim", "CPipeWire", "CPortal",
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swiftSettings),
         // The recording engine: capture → convert → encode → destinations, independent of the daemon.
@@ -107,7 +116,7 @@ let package = Package(
                           dependencies: ["ReplayGtk", "ReplayMedia", "ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
         .executableTarget(name: "replay",
-                          dependencies: ["ReplayIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          dependencies: ["ReplayIPC", "CPortal", .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swiftSettings),
 
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
@@ -237,6 +246,9 @@ let package = Package(
         .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ExtensionStreaming", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
         // CAPI: the C program and the Python script that CAPITests compile and run against libopenreplaykit.so.
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], exclude: ["CAPI"], swiftSettings: swiftSettings),
+        // A headless GNOME Shell with its portal (ReplayTesting's GnomeSession); Support: the Python helpers the
+        // tests run (the portal's dialog answered through AT-SPI, a native Wayland colour window, a tone).
+        .testTarget(name: "WaylandTests", dependencies: ["ReplayTesting"], exclude: ["Support"], swiftSettings: swiftSettings),
         .testTarget(name: "BroadcastServiceTests",
                     dependencies: ["BroadcastService", "BroadcastWeb", "BroadcastStore", "BroadcastMedia", "RTMP", "ReplayFFmpeg", "ReplayTesting",
                                    .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")],

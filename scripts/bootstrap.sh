@@ -13,6 +13,7 @@ BUILD_PACKAGES=(
   libsqlite3-dev
   libgtk-4-dev
   libsecret-1-dev   # RPAppGroup: the Secret Service
+  libpipewire-0.3-dev   # Wayland: the portal's PipeWire stream (pulls libspa-0.2-dev)
 )
 TEST_PACKAGES=(
   xvfb x11-utils x11-xserver-utils xdotool openbox
@@ -25,6 +26,10 @@ TEST_PACKAGES=(
   gnome-keyring libsecret-tools dbus-bin   # RPAppGroupTests: a Secret Service on a private session bus
   postgresql
   gcc python3   # SystemTests.CAPITests: cc compiles a C app against libopenreplaykit.so; ctypes
+  # Wayland: headless GNOME Shell with its portal and PipeWire (docs/WAYLAND.md); sway for the refusal tests
+  pipewire pipewire-bin pipewire-pulse wireplumber xdg-desktop-portal xdg-desktop-portal-gnome
+  gnome-shell mutter xwayland python3-pyatspi python3-gi gir1.2-gtk-4.0 at-spi2-core
+  sway xdg-desktop-portal-wlr
   gdb   # a replay command that hangs in a test: replayd's threads' stacks in the failure (TestEnvironment.replaydThreads)
 )
 

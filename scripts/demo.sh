@@ -4,6 +4,7 @@
 # strokes with their tones, Record, the consent prompt answered, Stop, the preview saved; then
 # broadcast the same screen live to the reference broadcast service on loopback through our own
 # upload extension (org.openreplaykit.reference) and say where the viewer page is.
+# On a Wayland desktop it records through the desktop's screen-cast portal (`replay doctor` first).
 # With a working $DISPLAY it records that display (and its sound, when PulseAudio runs). Without
 # one, it starts its own: a virtual X display (Xvfb) showing moving test content (colour bars, a
 # frame counter, a flash and a beep each second), with sound on a private PulseAudio.
@@ -38,7 +39,11 @@ export XDG_RUNTIME_DIR="$OUT/runtime"
 export XDG_VIDEOS_DIR="$OUT"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
-if [ -n "${DISPLAY:-}" ] && xdpyinfo >/dev/null 2>&1; then
+if [ -n "${WAYLAND_DISPLAY:-}" ] && [ "${XDG_SESSION_TYPE:-wayland}" != x11 ]; then
+  # A Wayland desktop: the person's recordings go through its screen-cast portal (never XWayland).
+  say "Recording your Wayland desktop through its screen-cast portal: the first time, the desktop asks which screen to share"
+  "$BIN/replay" doctor || { echo "demo: this desktop cannot record yet: see what replay doctor says above" >&2; exit 1; }
+elif [ -n "${DISPLAY:-}" ] && xdpyinfo >/dev/null 2>&1; then
   say "Recording your display $DISPLAY"
 else
   for n in $(seq 60 99); do

@@ -55,8 +55,9 @@ public final class RPScreenRecorder: Sendable {
         box.recorder = self
     }
 
-    /// The display the app is on (`DISPLAY`), or nil.
-    var display: String? { environment["DISPLAY"].flatMap { $0.isEmpty ? nil : $0 } }
+    /// The desktop the app is on: its Wayland display when it has one (replayd then refuses what that
+    /// desktop cannot give within the privacy model), else `DISPLAY`; nil with neither.
+    var display: String? { DesktopSession.current(environment: environment)?.displayName }
 
     // MARK: properties
 
@@ -74,6 +75,8 @@ public final class RPScreenRecorder: Sendable {
     /// and while the person records the screen. A delegate hears when it changes.
     public var isAvailable: Bool {
         guard let display else { return false }
+        // No Wayland compositor here gives replayd one app's windows alone (docs/WAYLAND.md).
+        guard DesktopSession(displayName: display)?.isWayland != true else { return false }
         guard ReplaydLink.displayExists(display) else { return false }
         return state.withLock { $0.available } ?? true
     }

@@ -25,9 +25,14 @@ package protocol FrameSource: AnyObject, Sendable {
     /// ns): true when woken early, so that a picture can be taken at once instead of at the next tick.
     /// A source that cannot tell sleeps to the deadline and says false.
     func waitForChange(until deadline: Int64) -> Bool
+    /// True once the person ended the capture from the desktop (Wayland's own stop button): the
+    /// engine then finishes as if stopped.
+    var endedByPerson: Bool { get }
 }
 
 extension FrameSource {
+    package var endedByPerson: Bool { false }
+
     package func waitForChange(until deadline: Int64) -> Bool {
         MonotonicClock.sleep(until: deadline)
         return false

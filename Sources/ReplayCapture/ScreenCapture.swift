@@ -670,7 +670,11 @@ struct PixelPlane {
 
 /// Why the screen cannot be captured.
 package struct CaptureError: Error, Sendable, CustomStringConvertible {
-    package enum Kind: Sendable { case unknownDisplay, regionOutsideScreen, unsupported, lost }
+    package enum Kind: Sendable {
+        case unknownDisplay, regionOutsideScreen, unsupported, lost
+        /// The person declined in the desktop's own dialog (Wayland's screen-cast portal).
+        case declined
+    }
     package var kind: Kind
     package var message: String
     package init(_ kind: Kind, _ message: String) {

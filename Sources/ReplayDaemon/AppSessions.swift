@@ -89,6 +89,9 @@ extension RecordingSessions {
         guard !options.display.isEmpty else {
             return .failure(ReplayError(.noDisplay, "no X display: the app has no DISPLAY, so there is nothing of it to record."))
         }
+        if DesktopSession(displayName: options.display)?.isWayland == true {
+            return .failure(ReplayError(.unavailableOnThisDesktop, WaylandSupport.appSessionsUnavailable()))
+        }
         if let running = slots[.systemRecording]?.machine.current ?? slots[.broadcast]?.machine.current {
             return .failure(ReplayError(.unavailable, "the person is \(running.kind == .broadcast ? "broadcasting" : "recording") the screen (session \(running.id)): apps cannot record until it ends."))
         }
@@ -438,6 +441,7 @@ extension RecordingSessions {
     /// Why apps cannot record on `display`, or nil: a local display (`:N`) must have its socket.
     static func displayProblem(_ display: String) -> String? {
         guard !display.isEmpty else { return "no X display (DISPLAY is not set)" }
+        if DesktopSession(displayName: display)?.isWayland == true { return WaylandSupport.appSessionsUnavailable() }
         guard display.hasPrefix(":") else { return nil }
         let number = display.dropFirst().split(separator: ".").first.map(String.init) ?? ""
         guard Int(number) != nil else { return "\"\(display)\" is not an X display name" }

@@ -44,6 +44,8 @@ extension ReplayError {
         case .diskFull: self.init(.diskFull, "\(message); free some space or record to another disk with -o")
         case .writeFailed: self.init(.writeFailed, message)
         case .misuse: self.init(.internal, message)
+        case .declined: self.init(.permissionDenied, "\(message): nothing was recorded. Run the command again and choose the screen to share")
+        case .unavailableOnThisDesktop: self.init(.unavailableOnThisDesktop, "\(message) (`replay doctor` says what this desktop offers)")
         }
     }
 

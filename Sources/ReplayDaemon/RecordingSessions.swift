@@ -242,19 +242,22 @@ package actor RecordingSessions {
         slots[slot]?.ring = ring
         if action == .beginAndStop { prepared.stop() }
 
-        // The indicator, on the recorded display, left out of the frames.
-        do throws(IndicatorError) {
-            let indicator = try await RecordingIndicator.open(display: options.display, logger: sessionLogger) { [weak self] in
-                Task { await self?.stopFromIndicator(slot: slot, sessionID: session.id) }
+        // The indicator, on the recorded display, left out of the frames. A Wayland desktop shows its
+        // own screen-sharing indicator (and it is in the picture: nothing can be left out there).
+        if DesktopSession(displayName: options.display)?.isWayland != true {
+            do throws(IndicatorError) {
+                let indicator = try await RecordingIndicator.open(display: options.display, logger: sessionLogger) { [weak self] in
+                    Task { await self?.stopFromIndicator(slot: slot, sessionID: session.id) }
+                }
+                if slots[slot]?.machine.current?.id == session.id {
+                    prepared.exclude(window: indicator.windowID)
+                    slots[slot]?.indicator = indicator
+                } else {
+                    await indicator.close()
+                }
+            } catch {
+                sessionLogger.warning("no recording indicator: \(error.message)")
             }
-            if slots[slot]?.machine.current?.id == session.id {
-                prepared.exclude(window: indicator.windowID)
-                slots[slot]?.indicator = indicator
-            } else {
-                await indicator.close()
-            }
-        } catch {
-            sessionLogger.warning("no recording indicator: \(error.message)")
         }
 
         slots[slot]?.runTask = Task { [prepared, sessionLogger] in
@@ -418,7 +421,11 @@ package actor RecordingSessions {
         let discardReason = slots[slot]?.discardReason
         slots[slot]?.discardReason = nil
         let error = discardReason ?? error
-        let final = makeStatus(session, state: error == nil ? .finished : .failed, recorder: finished, error: error)
+        var final = makeStatus(session, state: error == nil ? .finished : .failed, recorder: finished, error: error)
+        if finished.endedByPerson {
+            final.warnings.append("stopped by the person from the desktop's screen-sharing indicator")
+            logger.info("stopped by the person (the desktop ended the screen sharing)")
+        }
         if discardReason != nil, case .movie = session.output {
             unlink(session.options.outputPath)
             logger.info("the app's recording was discarded", metadata: ["output": "\(session.options.outputPath)", "reason": "\(discardReason!.code)"])

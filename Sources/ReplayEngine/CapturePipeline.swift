@@ -303,6 +303,7 @@ final class CapturePipeline: @unchecked Sendable {
                 record(EngineError(.captureFailed, "\(error.message); the capture stopped and its destinations were finished"))
                 return
             }
+            if capture.endedByPerson, !stopping { requestStop() }
             if changed {
                 latestChange = index
                 lastChange.store(index, ordering: .relaxed)

@@ -21,6 +21,11 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case writeFailed
         /// Used wrongly (run twice, a destination attached after the start).
         case misuse
+        /// The person declined to share the screen in the desktop's own dialog.
+        case declined
+        /// This desktop cannot give what was asked without breaking the privacy model (one app's
+        /// windows on a compositor that has no way to capture them alone).
+        case unavailableOnThisDesktop
     }
 
     public var kind: Kind

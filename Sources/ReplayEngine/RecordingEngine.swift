@@ -58,9 +58,16 @@ public final class RecordingEngine: Sendable {
         // 1. The screen, or one application's windows.
         let capture: any FrameSource
         let follows = configuration.screenSizeChanges == .followed
+        let desktop = DesktopSession(displayName: configuration.video.display)
+        if case .application = configuration.video, desktop?.isWayland == true {
+            // No compositor here gives one app's windows to replayd yet: refused, never a crop of the screen.
+            throw EngineError(.unavailableOnThisDesktop, WaylandSupport.appSessionsUnavailable())
+        }
         do throws(CaptureError) {
             if case .application(let display, let scope) = configuration.video {
                 capture = try ApplicationCapture(display: display, processID: scope.processID, followsScreenSize: follows, logger: logger)
+            } else if desktop?.isWayland == true {
+                capture = try PortalScreenCapture(region: configuration.video.rectangle, tokenFile: StatePaths.portalRestoreToken(), logger: logger)
             } else {
                 capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle,
                                             followsScreenSize: follows, logger: logger)
@@ -70,6 +77,7 @@ public final class RecordingEngine: Sendable {
             case .unknownDisplay: throw EngineError(.unknownDisplay, error.message)
             case .regionOutsideScreen: throw EngineError(.regionOutsideScreen, error.message)
             case .unsupported, .lost: throw EngineError(.captureFailed, error.message)
+            case .declined: throw EngineError(.declined, error.message)
             }
         }
         // 2. The video encoder, unless the pictures follow the screen's size: such a capture feeds
@@ -132,7 +140,7 @@ public final class RecordingEngine: Sendable {
         // libx264 asks for transparent huge pages for its buffers (about 180 MB at 1080p). Where the
         // kernel grants them, it zeroes 2 MB at the first touch of each and compacts memory to find
         // them: 0.3-0.47 CPU-s of kernel time in a 10 s replay-bench of the desktop, against 0.18-0.24
-        // with ordinary pages, for the same time in libx264 (docs/BENCHMARKS.md). Off for the process
+        // with ordinary pages, for the same time in libx264 (docs/lab-notes/2026-11-27-x264-ordinary-pages.md). Off for the process
         // (replayd, replay-bench) before the first encoder allocates; the extensions do the same.
         if let errno = TransparentHugePages.disable() {
             logger.debug("transparent huge pages stay on: prctl refused (errno \(errno))")
@@ -200,6 +208,9 @@ public final class RecordingEngine: Sendable {
     public func stop() {
         pipeline.requestStop()
     }
+
+    /// True when the person ended the capture from the desktop itself (Wayland's screen-sharing stop button).
+    public var endedByPerson: Bool { pipeline.capture.endedByPerson }
 
     /// Mute or unmute the microphone; the track keeps its timing (silence while muted).
     public func setMicrophone(on: Bool) {

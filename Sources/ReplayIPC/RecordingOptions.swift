@@ -107,7 +107,7 @@ extension RecordingOptions {
             }
         }
         guard let display, !display.isEmpty else {
-            throw ReplayError(.noDisplay, "no X display: set DISPLAY or pass --display (for example --display :0).")
+            throw ReplayError(.noDisplay, "no display: neither WAYLAND_DISPLAY nor DISPLAY is set. Run it in your desktop session, or pass --display (for example --display :0).")
         }
     }
 

@@ -19,6 +19,8 @@ public struct ReplayError: Error, Codable, Sendable, Equatable, CustomStringConv
         public static let diskFull = Code(rawValue: "disk-full")
         public static let writeFailed = Code(rawValue: "write-failed")
         public static let captureFailed = Code(rawValue: "capture-failed")
+        /// The desktop cannot give what was asked within the privacy model (an app's own windows on sway).
+        public static let unavailableOnThisDesktop = Code(rawValue: "unavailable-on-this-desktop")
         public static let badRequest = Code(rawValue: "bad-request")
         public static let protocolMismatch = Code(rawValue: "protocol-mismatch")
         public static let permissionDenied = Code(rawValue: "permission-denied")

@@ -59,8 +59,7 @@ struct Broadcast: AsyncParsableCommand {
 
         var resolvedDisplay: String? {
             if let display, !display.isEmpty { return display }
-            if let env = ProcessInfo.processInfo.environment["DISPLAY"], !env.isEmpty { return env }
-            return nil
+            return DesktopSession.current()?.displayName
         }
 
         var setupInfo: [String: String] {

@@ -29,12 +29,12 @@ struct Clip: AsyncParsableCommand {
         @Flag(help: "Also keep the microphone.")
         var mic = false
 
-        @Option(help: ArgumentHelp("The X display, such as :0. Default: $DISPLAY.", valueName: "name"))
+        @Option(help: ArgumentHelp("The X display, such as :0. Default: the session's (Wayland's when WAYLAND_DISPLAY is set, else $DISPLAY).", valueName: "name"))
         var display: String?
 
         var resolvedDisplay: String? {
             if let display, !display.isEmpty { return display }
-            return ProcessInfo.processInfo.environment["DISPLAY"].flatMap { $0.isEmpty ? nil : $0 }
+            return DesktopSession.current()?.displayName
         }
 
         func validate() throws {
@@ -42,7 +42,7 @@ struct Clip: AsyncParsableCommand {
                 throw ValidationError("--seconds must be between 1 and \(Int(ClipStartRequest.maximumSeconds)), not \(seconds).")
             }
             guard resolvedDisplay != nil else {
-                throw ValidationError("no X display: set DISPLAY or pass --display (for example --display :0).")
+                throw ValidationError("no display: neither WAYLAND_DISPLAY nor DISPLAY is set. Run it in your desktop session, or pass --display (for example --display :0).")
             }
         }
 

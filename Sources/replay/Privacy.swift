@@ -1,5 +1,8 @@
 import ArgumentParser
 import ReplayIPC
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `replay privacy`: what the person allowed apps to record, and forgetting it.
 struct Privacy: AsyncParsableCommand {
@@ -10,6 +13,11 @@ struct Privacy: AsyncParsableCommand {
             time, replayd asks you: Allow or Don't Allow. The answer holds for 8 minutes for that \
             program, then you are asked again. These commands show the answers held now, and forget \
             them so that the next start asks again. Answers live in replayd's memory only.
+
+            On Wayland the desktop's own dialog asks which screen your recordings and broadcasts \
+            share, and replayd keeps that choice (the portal's restore token, in \
+            $XDG_STATE_HOME/openreplaykit/, readable by you only) so that later ones start without \
+            asking. `replay privacy reset` with no app forgets it too.
 
             Examples:
               replay privacy list
@@ -49,7 +57,13 @@ struct Privacy: AsyncParsableCommand {
                 let removed = try await Daemon.withConnection(start: false) { connection in
                     try await connection.request(PrivacyResetRequest(app: app)).removed
                 } ?? []
-                if removed.isEmpty {
+                var forgotScreen = false
+                if app == nil {
+                    let token = StatePaths.portalRestoreToken()
+                    forgotScreen = unlink(token) == 0
+                    if forgotScreen { printOutput("forgot the screen you chose to share (the desktop asks again next time)") }
+                }
+                if removed.isEmpty, !forgotScreen {
                     printOutput(app.map { "no answer held for \($0)" } ?? "no answer held")
                 }
                 for entry in removed { printOutput("forgot \(entry.name) (\(entry.executable))") }

@@ -53,7 +53,7 @@ struct Record: AsyncParsableCommand {
     @Flag(name: .customLong("no-system-audio"), help: "Leave out what the computer plays (the default sink's monitor).")
     var noSystemAudio = false
 
-    @Option(help: ArgumentHelp("The X display to record, such as :0. Default: $DISPLAY.", valueName: "name"))
+    @Option(help: ArgumentHelp("The X display to record, such as :0. Default: the session's: on Wayland (WAYLAND_DISPLAY set) the desktop's screen-cast portal, which asks which screen to share the first time; else $DISPLAY.", valueName: "name"))
     var display: String?
 
     @Option(help: ArgumentHelp("Record only this part of the screen, as WxH+X+Y (e.g. 1280x720+0+0). An odd width or height loses its last column or row (H.264 needs even sizes).", valueName: "WxH+X+Y"))
@@ -75,8 +75,7 @@ struct Record: AsyncParsableCommand {
 
     var resolvedDisplay: String? {
         if let display, !display.isEmpty { return display }
-        if let env = ProcessInfo.processInfo.environment["DISPLAY"], !env.isEmpty { return env }
-        return nil
+        return DesktopSession.current()?.displayName
     }
 
     func validate() throws {

@@ -27,9 +27,10 @@ struct Replay: AsyncParsableCommand {
               replay clip start --seconds 30 && replay clip save   # instant replay
               replay privacy list           # apps you allowed to record themselves
               replay extension new MyStream # a new broadcast extension package
+              replay doctor                 # what works on this desktop (X11, GNOME, KDE, sway)
             """,
         version: Daemon.version,
-        subcommands: [Record.self, Broadcast.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self, Services.self, ExtensionCommand.self])
+        subcommands: [Record.self, Broadcast.self, Stop.self, Status.self, Mic.self, Toggle.self, Clip.self, Privacy.self, Services.self, ExtensionCommand.self, Doctor.self])
 }
 
 // MARK: - talking to replayd

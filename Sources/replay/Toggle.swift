@@ -72,7 +72,7 @@ struct Toggle: AsyncParsableCommand {
     }
 
     private func start() async throws {
-        let display = display ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
+        let display = display ?? DesktopSession.current()?.displayName ?? ""
         try RecordingOptions.check(framesPerSecond: 30, durationSeconds: nil, region: nil, display: display)
         let options = RecordingOptions(
             outputPath: try OutputPath.resolve(nil), microphone: mic, systemAudio: true, audioRequired: mic,
