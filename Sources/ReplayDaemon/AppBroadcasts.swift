@@ -182,15 +182,13 @@ extension RecordingSessions {
                                   sessionID: String) async -> ReplayError? {
         let pid: Int32
         do throws(ReplayError) {
-            pid = try launchExtension(manifest)
+            pid = try hostExtension(manifest, slot: slot, sessionID: sessionID, setupInfo: setupInfo)
         } catch {
             slots[slot]?.discardReason = error
             _ = await stop(slot)
             return error
         }
         logger.info("app broadcast extension started", metadata: ["extension": "\(manifest.identifier)", "pid": "\(pid)", "session": "\(sessionID)", "app": "\(slot.owner ?? 0)"])
-        broadcastHost = BroadcastHost(manifest: manifest, slot: slot, sessionID: sessionID, setupInfo: setupInfo, pid: pid)
-        broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
         return await waitForAttach(pid: pid, slot: slot, sessionID: sessionID)
     }
 
@@ -199,7 +197,7 @@ extension RecordingSessions {
     /// Another application took the focus: the app's broadcast pauses (the first report, the focus at
     /// the start, and replayd's own windows do not count). Only the app resumes it.
     private func appBroadcastFocusChanged(to focused: Int32?, slot: SessionSlot, sessionID: String) {
-        guard let host = broadcastHost, host.slot == slot, host.sessionID == sessionID, host.attached, !host.finishSent,
+        guard let host = broadcastHost, host.slot == slot, host.sessionID == sessionID, host.process.isAtWork,
               let owner = slot.owner else { return }
         let first = !host.focusReported
         broadcastHost?.focusReported = true

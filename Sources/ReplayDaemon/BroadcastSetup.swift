@@ -16,17 +16,29 @@ import Glibc
 /// extension) or cancel (the broadcast does not start; its reason goes to the person). Leaving
 /// without an answer cancels too. The broadcast goes on only once the setup process has left (its
 /// window is gone before the screen is captured); one that lingers after its answer is killed
-/// after `BroadcastHostLimits.finishGrace`.
+/// after `BroadcastHostLimits.finishGrace`. The process's life is its `ExtensionProcessMachine`
+/// (its answer is its release; a cancel, its failure), as an upload extension's.
 struct SetupExtensionHost {
+    typealias Answer = Result<BroadcastSetupOutcome, ReplayError>
     var manifest: ExtensionManifest
     var service: ExtensionManifest
     var application: BroadcastApplicationInfo
-    var pid: Int32
-    var attached = false
-    var exited = false
-    /// The first answer (or the reason there will be none).
-    var answer: Result<BroadcastSetupOutcome, ReplayError>?
-    var waiter: CheckedContinuation<Result<BroadcastSetupOutcome, ReplayError>, Never>?
+    /// The setup's process: its pid, who waits for it to leave (with the answer), its first failure.
+    var process: ExtensionProcessMachine<CheckedContinuation<Answer, Never>>
+    var pid: Int32 { process.pid }
+    /// What it completed the request with, when that was its first answer.
+    var completed: BroadcastSetupOutcome?
+    /// The watch (`watchSetupExtension`): its attach and its grace period.
+    var monitor: Task<Void, Never>?
+
+    /// It answered (or will not: it failed, was cancelled, or left).
+    var answered: Bool { completed != nil || process.failure != nil }
+
+    /// The answer the broadcast waits for, once the process has left.
+    var answer: Answer {
+        if let completed { return .success(completed) }
+        return .failure(process.failure ?? ReplayError(.setupCancelled, "\(manifest.displayName)'s setup (\(manifest.identifier)) ended without completing or cancelling the setup: the broadcast does not start."))
+    }
 }
 
 /// What a setup extension completed the request with.
@@ -74,21 +86,25 @@ extension RecordingSessions {
         guard broadcastSetup == nil else {
             return .failure(ReplayError(.sessionActive, "another broadcast is being set up (\(broadcastSetup?.manifest.identifier ?? "?")): finish or cancel it first."))
         }
+        let launcher = extensionLauncher
         let pid: Int32
         do throws(ReplayError) {
-            pid = try launchSetupExtension(setup, display: options.display)
+            pid = try launcher.launch(setup, display: options.display) { [weak self] pid, exit in await self?.setupExtensionExited(pid: pid, exit) }
         } catch {
             return .failure(error)
         }
         logger.info("broadcast setup extension started", metadata: ["extension": "\(setup.identifier)", "pid": "\(pid)", "service": "\(service.identifier)"])
-        broadcastSetup = SetupExtensionHost(manifest: setup, service: service, application: about, pid: pid)
-        let attachTimeout = Task {
-            try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
-            self.setupAttachTimedOut(pid: pid)
-        }
+        let process = ExtensionProcessMachine<CheckedContinuation<SetupExtensionHost.Answer, Never>>(
+            pid: pid, identity: launcher.identity(of: setup), limits: .setup, launchedAt: now())
+        broadcastSetup = SetupExtensionHost(manifest: setup, service: service, application: about, process: process)
+        broadcastSetup?.monitor = Task { await self.watchSetupExtension(pid: pid) }
         // No await since the host was set: its waiter is in place before any answer can come.
-        let result = await withCheckedContinuation { broadcastSetup?.waiter = $0 }
-        attachTimeout.cancel()
+        let result = await withCheckedContinuation { continuation in
+            guard case .wait? = broadcastSetup?.process.waitForExit(continuation) else {
+                continuation.resume(returning: broadcastSetup?.answer ?? .failure(ReplayError(.setupCancelled, "the setup ended as it started.")))
+                return
+            }
+        }
         switch result {
         case .success(let outcome):
             logger.info("broadcast setup complete", metadata: ["extension": "\(setup.identifier)", "keys": "\(outcome.setupInfo.keys.sorted())"])
@@ -103,26 +119,33 @@ extension RecordingSessions {
     func cancelBroadcastSetup(_ reason: String) -> Bool {
         guard let host = broadcastSetup else { return false }
         finishSetup(pid: host.pid, .failure(ReplayError(.setupCancelled, reason)))
-        if !host.exited { kill(host.pid, SIGTERM) }
+        if !host.process.hasExited { kill(host.pid, SIGTERM) }
         return true
+    }
+
+    /// replayd shuts down: a setup at work is cancelled (one that never attached, killed), and killed
+    /// if it does not leave within the grace period.
+    func shutDownBroadcastSetup() {
+        guard let host = broadcastSetup, let shutdown = broadcastSetup?.process.shutdown(at: now()), let failed = shutdown.failed else { return }
+        logger.notice("the broadcast setup ends: \(failed.error.message)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(host.pid)"])
+        kill(host.pid, failed.kill ? SIGKILL : SIGTERM)
     }
 
     // MARK: the setup extension's requests
 
     func attachSetupExtension(pid: Int32) -> Result<ExtensionSetupAttachAnswer, ReplayError> {
-        guard let host = broadcastSetup, host.pid == pid, !host.attached, host.answer == nil else {
+        guard let host = broadcastSetup, host.pid == pid, case .accept? = broadcastSetup?.process.attachRequested(at: now()) else {
             return .failure(ReplayError(.permissionDenied, "only the setup extension replayd started for the broadcast being set up may attach to it (pid \(pid) is not it)."))
         }
-        broadcastSetup?.attached = true
         return .success(ExtensionSetupAttachAnswer(identifier: host.manifest.identifier, service: host.service.identifier,
                                                    application: host.application))
     }
 
-    func setupExtensionAnswered(_ answer: Result<BroadcastSetupOutcome, ReplayError>, pid: Int32) -> Result<Void, ReplayError> {
-        guard let host = broadcastSetup, host.pid == pid, host.attached else {
+    func setupExtensionAnswered(_ answer: SetupExtensionHost.Answer, pid: Int32) -> Result<Void, ReplayError> {
+        guard let host = broadcastSetup, host.pid == pid, host.process.isAttached else {
             return .failure(ReplayError(.permissionDenied, "pid \(pid) is not the setup extension of the broadcast being set up."))
         }
-        guard host.answer == nil else {
+        guard !host.answered else {
             return .failure(ReplayError(.badRequest, "the setup was already answered (or cancelled): one answer only."))
         }
         finishSetup(pid: pid, answer)
@@ -138,81 +161,45 @@ extension RecordingSessions {
 
     // MARK: ending
 
-    /// Records the first answer; the broadcast goes on once the process has left too.
-    private func finishSetup(pid: Int32, _ answer: Result<BroadcastSetupOutcome, ReplayError>) {
-        guard let host = broadcastSetup, host.pid == pid, host.answer == nil else { return }
-        broadcastSetup?.answer = answer
-        if !host.exited {
-            Task {
-                try? await Task.sleep(for: BroadcastHostLimits.finishGrace)
-                self.killSetupIfStill(pid: pid)
+    /// Records the first answer; its process has the grace period to leave, and the broadcast goes on once it has.
+    private func finishSetup(pid: Int32, _ answer: SetupExtensionHost.Answer) {
+        guard let host = broadcastSetup, host.pid == pid, !host.answered else { return }
+        switch answer {
+        case .success(let outcome): broadcastSetup?.completed = outcome
+        case .failure(let error): _ = broadcastSetup?.process.fail(error, kill: false)
+        }
+        _ = broadcastSetup?.process.release(at: now())
+    }
+
+    /// Twice a second until the setup has left, its machine's watch: no attach within
+    /// `attachTimeout` ends the setup (killed); one that stays after its answer's grace period is killed.
+    private func watchSetupExtension(pid: Int32) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(500))
+            guard broadcastSetup?.pid == pid, let action = broadcastSetup?.process.tick(at: now(), residentMegabytes: nil) else { return }
+            switch action {
+            case .none:
+                continue
+            case .stopWatching:
+                return
+            case .killAfterGrace:
+                logger.warning("the setup extension did not leave after its answer: killing it", metadata: ["pid": "\(pid)"])
+                kill(pid, SIGKILL)
+            case .fail(let failed):
+                // It did not attach: that is its answer, and it goes.
+                _ = broadcastSetup?.process.release(at: now())
+                if failed.kill { kill(pid, SIGKILL) }
             }
         }
-        resumeSetupWaiterIfDone()
     }
 
-    private func resumeSetupWaiterIfDone() {
-        guard let host = broadcastSetup, host.exited, let answer = host.answer else { return }
+    /// The setup process left (`exit`, from waitpid): without an answer, that cancels the broadcast.
+    func setupExtensionExited(pid: Int32, _ exit: ExtensionExit) {
+        guard broadcastSetup?.pid == pid, let left = broadcastSetup?.process.exited(exit), let host = broadcastSetup else { return }
+        logger.info("the broadcast setup extension \(exit)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(pid)"])
         broadcastSetup = nil
-        host.waiter?.resume(returning: answer)
-    }
-
-    private func killSetupIfStill(pid: Int32) {
-        guard let host = broadcastSetup, host.pid == pid, !host.exited else { return }
-        logger.warning("the setup extension did not leave after its answer: killing it", metadata: ["pid": "\(pid)"])
-        kill(pid, SIGKILL)
-    }
-
-    private func setupAttachTimedOut(pid: Int32) {
-        guard let host = broadcastSetup, host.pid == pid, !host.attached, !host.exited else { return }
-        finishSetup(pid: pid, .failure(ReplayError(.extensionFailed, "\(host.manifest.displayName)'s setup (\(host.manifest.identifier)) did not connect to replayd within \(BroadcastHostLimits.attachTimeout): is it an OpenReplayKit setup extension (RPBroadcastSetupExtensionMain)? Its output is in \(setupLogPath(of: host.manifest)).")))
-        kill(pid, SIGKILL)
-    }
-
-    /// The setup process left, with waitpid's `status`: without an answer, that cancels the broadcast.
-    func setupExtensionExited(pid: Int32, status: Int32) {
-        guard let host = broadcastSetup, host.pid == pid else { return }
-        broadcastSetup?.exited = true
-        let signalled = status & 0x7f
-        let how = signalled != 0 ? "was killed by signal \(signalled) (\(String(cString: strsignal(signalled))))" : "left with status \((status >> 8) & 0xff)"
-        logger.info("the broadcast setup extension \(how)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(pid)"])
-        if host.answer == nil {
-            broadcastSetup?.answer = .failure(ReplayError(.setupCancelled, "\(host.manifest.displayName)'s setup (\(host.manifest.identifier)) \(how) without completing or cancelling the setup: the broadcast does not start. Its output is in \(setupLogPath(of: host.manifest))."))
-        }
-        resumeSetupWaiterIfDone()
-    }
-
-    // MARK: launching
-
-    private func setupLogPath(of manifest: ExtensionManifest) -> String {
-        paths.directory + "/extension-\(manifest.identifier).log"
-    }
-
-    /// Starts the setup extension as the upload extension is started (Broadcasts.swift's
-    /// `launchExtension`), plus `DISPLAY` (and `XAUTHORITY`) for its window.
-    private func launchSetupExtension(_ manifest: ExtensionManifest, display: String) throws(ReplayError) -> Int32 {
-        let ours = ProcessInfo.processInfo.environment
-        var environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "ORK_REPLAYD_SOCKET": paths.socket,
-                           "ORK_EXTENSION_IDENTIFIER": manifest.identifier, "DISPLAY": display]
-        for key in ["HOME", "USER", "LOGNAME", "LANG", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
-                    "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS", "ORK_APP_GROUP_STORE"] {
-            if let value = ours[key] { environment[key] = value }
-        }
-        if let folder = manifest.folder { environment["ORK_EXTENSION_FOLDER"] = folder }
-        if let group = manifest.appGroup { environment["ORK_APP_GROUP"] = group }
-        try paths.prepareDirectory()
-        let pid: Int32
-        do throws(ReplayError) {
-            pid = try Spawn.start(manifest.executable, environment: environment, standardOutput: .file(setupLogPath(of: manifest), append: true),
-                                  standardError: .standardOutput, group: .newProcessGroup)
-        } catch {
-            throw ReplayError(.extensionFailed, "cannot start the setup extension \(manifest.identifier): \(error.message)")
-        }
-        Task { [weak self] in
-            let status = await DedicatedThread.run(named: "setup-extension-reaper") { Spawn.waitForExit(pid) }
-            await self?.setupExtensionExited(pid: pid, status: status)
-        }
-        return pid
+        host.monitor?.cancel()
+        for waiter in left.resume { waiter.resume(returning: host.answer) }
     }
 
     /// The application a system broadcast is of: the one with the focus on `display` (as the

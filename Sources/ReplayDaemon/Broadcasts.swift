@@ -17,26 +17,22 @@ import Glibc
 /// says its URL, service info or failure as requests. replayd watches it twice a second: its
 /// memory footprint (`Private_Dirty`, see `residentMegabytes`) over the limit, no heartbeat for `BroadcastHostLimits.hangTimeout`, or an exit before the end
 /// each end the broadcast with an error that says which; replayd and other sessions go on.
+/// The process's life is its `ExtensionProcessMachine`; the launch is `ExtensionLauncher`'s.
 struct BroadcastHost {
     var manifest: ExtensionManifest
     /// The session it carries: the person's broadcast (`.broadcast`), or an app's own (AppBroadcasts.swift).
     var slot: SessionSlot = .broadcast
     var sessionID: String
     var setupInfo: [String: String]
-    var pid: Int32
+    /// The extension's process: launched → attached → finishing → leaving → exited, its pid, who waits
+    /// for its attach or its exit (resumed with the broadcast's failure, nil when none), its first failure.
+    var process: ExtensionProcessMachine<CheckedContinuation<ReplayError?, Never>>
+    var pid: Int32 { process.pid }
     var connection: UInt64?
-    var attached = false
-    var attachWaiters: [CheckedContinuation<Result<Void, ReplayError>, Never>] = []
-    var lastHeartbeat = ContinuousClock.now
     var broadcastURL: String?
     var serviceInfo: [String: String]?
     var paused = false
-    var exited = false
-    var exitWaiters: [CheckedContinuation<Void, Never>] = []
-    /// The first reason the broadcast ended in error.
-    var failure: ReplayError?
-    var finishSent = false
-    var sessionOver = false
+    /// The watch (`watchExtension`): its limits, its attach and its grace period.
     var monitor: Task<Void, Never>?
     var focus: FocusWatcher?
     /// The last focused pid annotated (nil: none yet).
@@ -155,16 +151,14 @@ extension RecordingSessions {
 
         let pid: Int32
         do throws(ReplayError) {
-            pid = try launchExtension(manifest)
+            pid = try hostExtension(manifest, slot: .broadcast, sessionID: session.id, setupInfo: setupInfo)
         } catch {
             slots[.broadcast]?.discardReason = error
             _ = await stop(.broadcast)
             return .failure(error)
         }
         logger.info("broadcast extension started", metadata: ["extension": "\(manifest.identifier)", "pid": "\(pid)", "session": "\(session.id)"])
-        broadcastHost = BroadcastHost(manifest: manifest, sessionID: session.id, setupInfo: setupInfo, pid: pid)
         broadcastHost?.broadcastURL = setup?.broadcastURL
-        broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
         if let error = await waitForAttach(pid: pid, slot: .broadcast, sessionID: session.id) { return .failure(error) }
         do throws(XDisplayError) {
             broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self] focusedPID in
@@ -205,7 +199,7 @@ extension RecordingSessions {
     // MARK: the extension's requests
 
     func attachExtension(pid: Int32, connection: UInt64) -> Result<ExtensionAttachAnswer, ReplayError> {
-        guard let host = broadcastHost, host.pid == pid, !host.attached, host.failure == nil else {
+        guard let host = broadcastHost, host.pid == pid, host.process.awaitsAttach else {
             return .failure(ReplayError(.permissionDenied, "only the extension replayd started for the running broadcast may attach to it (pid \(pid) is not it)."))
         }
         guard let ring = slots[host.slot]?.ring else { return .failure(ReplayError(.noSession, "the broadcast ended as it started.")) }
@@ -220,12 +214,11 @@ extension RecordingSessions {
         } catch {
             return .failure(error)
         }
-        broadcastHost?.attached = true
+        guard case .accept(let waiters)? = broadcastHost?.process.attachRequested(at: now()) else {
+            return .failure(ReplayError(.permissionDenied, "only the extension replayd started for the running broadcast may attach to it (pid \(pid) is not it)."))
+        }
         broadcastHost?.connection = connection
-        broadcastHost?.lastHeartbeat = .now
-        let waiters = broadcastHost?.attachWaiters ?? []
-        broadcastHost?.attachWaiters = []
-        for waiter in waiters { waiter.resume(returning: .success(())) }
+        for waiter in waiters { waiter.resume(returning: nil) }
         return .success(ExtensionAttachAnswer(identifier: host.manifest.identifier, sessionID: host.sessionID, setupInfo: host.setupInfo,
                                               ringSocket: path, heartbeatSeconds: Double(BroadcastHostLimits.heartbeatInterval.components.seconds)))
     }
@@ -239,12 +232,12 @@ extension RecordingSessions {
 
     /// What the running broadcast's attached extension (and only it: `pid`) says.
     func extensionSaid(_ message: ExtensionMessage, pid: Int32) -> Result<Void, ReplayError> {
-        guard let host = broadcastHost, host.pid == pid, host.attached else {
+        guard let host = broadcastHost, host.pid == pid, host.process.isAttached else {
             return .failure(ReplayError(.permissionDenied, "pid \(pid) is not the running broadcast's extension."))
         }
         switch message {
         case .heartbeat:
-            broadcastHost?.lastHeartbeat = .now
+            broadcastHost?.process.heartbeat(at: now())
         case .broadcastURL(let url):
             broadcastHost?.broadcastURL = url
             publishBroadcastUpdate()
@@ -273,15 +266,19 @@ extension RecordingSessions {
 
     /// Ends the broadcast with `error` (the first reason wins), killing the extension when it cannot be trusted to leave.
     func failBroadcast(_ error: ReplayError, kill killIt: Bool) async {
-        guard let host = broadcastHost, host.failure == nil else { return }
-        broadcastHost?.failure = error
-        logger.error("the broadcast ends: \(error.message)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(host.pid)"])
-        if killIt, !host.exited { kill(host.pid, SIGKILL) }
-        let waiters = host.attachWaiters
-        broadcastHost?.attachWaiters = []
-        for waiter in waiters { waiter.resume(returning: .failure(error)) }
+        guard let failed = broadcastHost?.process.fail(error, kill: killIt) else { return }
+        await carryOut(failed)
+    }
+
+    /// What the extension's machine decided when it failed: it is killed, its attach waiters hear
+    /// why, and its session ends with that reason.
+    private func carryOut(_ failed: ExtensionProcessMachine<CheckedContinuation<ReplayError?, Never>>.Failed) async {
+        guard let host = broadcastHost else { return }
+        logger.error("the broadcast ends: \(failed.error.message)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(host.pid)"])
+        if failed.kill { kill(host.pid, SIGKILL) }
+        for waiter in failed.resume { waiter.resume(returning: failed.error) }
         guard slots[host.slot]?.machine.current?.id == host.sessionID else { return }
-        slots[host.slot]?.discardReason = error
+        slots[host.slot]?.discardReason = failed.error
         if host.slot == .broadcast {
             _ = await stopBroadcast()
         } else {
@@ -290,40 +287,40 @@ extension RecordingSessions {
     }
 
     /// The session is over (stopped, failed, or its engine ended): the extension hears it, and
-    /// is killed if it has not left `finishGrace` later.
+    /// is killed if it has not left `finishGrace` later (`watchExtension`).
     func broadcastSessionEnded() {
-        guard let host = broadcastHost else { return }
-        sendFinished()
-        host.focus?.stop()
+        guard let release = broadcastHost?.process.release(at: now()) else { return }
+        broadcastHost?.focus?.stop()
         broadcastHost?.focus = nil
-        broadcastHost?.sessionOver = true
-        if host.exited {
-            forgetBroadcastHost()
-            return
-        }
-        let pid = host.pid
-        Task {
-            try? await Task.sleep(for: BroadcastHostLimits.finishGrace)
-            self.killIfStill(pid: pid)
+        switch release {
+        case .awaitExit(let told): carryOut(told)
+        case .forget: forgetBroadcastHost()
+        case .none: break
         }
     }
 
-    private func killIfStill(pid: Int32) {
-        guard let host = broadcastHost, host.pid == pid, !host.exited else { return }
-        logger.warning("the extension did not leave after broadcastFinished: killing it", metadata: ["pid": "\(pid)"])
-        kill(pid, SIGKILL)
-    }
-
+    /// Tells the extension `broadcastFinished` (once).
     func sendFinished() {
-        guard broadcastHost?.finishSent == false else { return }
-        broadcastHost?.finishSent = true
-        tellExtension(BroadcastControlEvent(action: .finished))
+        guard let told = broadcastHost?.process.finish() else { return }
+        carryOut(told)
+    }
+
+    private func carryOut(_ told: ExtensionProcessMachine<CheckedContinuation<ReplayError?, Never>>.FinishAction) {
+        if told.sendFinish { tellExtension(BroadcastControlEvent(action: .finished)) }
+        // An attach that will not come: those who waited re-check the session.
+        for waiter in told.resume { waiter.resume(returning: nil) }
     }
 
     /// Waits until the extension's process has left.
     func extensionGone() async {
-        guard let host = broadcastHost, !host.exited else { return }
-        await withCheckedContinuation { broadcastHost?.exitWaiters.append($0) }
+        guard broadcastHost != nil else { return }
+        _ = await withCheckedContinuation { continuation in
+            switch broadcastHost?.process.waitForExit(continuation) {
+            case .wait?: break
+            case .resume(let failure)?: continuation.resume(returning: failure)
+            case nil: continuation.resume(returning: nil)
+            }
+        }
     }
 
     private func forgetBroadcastHost() {
@@ -332,48 +329,50 @@ extension RecordingSessions {
         broadcastHost = nil
     }
 
-    /// The extension's process left, with waitpid's `status`.
-    func extensionExited(pid: Int32, status: Int32) async {
-        guard let host = broadcastHost, host.pid == pid else { return }
-        broadcastHost?.exited = true
-        let waiters = host.exitWaiters
-        broadcastHost?.exitWaiters = []
-        let signalled = status & 0x7f
-        let how = signalled != 0 ? "was killed by signal \(signalled) (\(String(cString: strsignal(signalled))))" : "left with status \((status >> 8) & 0xff)"
-        logger.info("the broadcast extension \(how)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(pid)"])
-        if !host.finishSent, host.failure == nil {
-            await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) (\(host.manifest.identifier)) \(signalled != 0 ? "crashed: it " : "")\(how) during the broadcast. Its output is in \(logPath(of: host.manifest))."),
-                                kill: false)
-        }
-        for waiter in waiters { waiter.resume() }
-        if broadcastHost?.pid == pid, broadcastHost?.sessionOver == true { forgetBroadcastHost() }
+    /// The extension's process left (`exit`, from waitpid): before it was told to finish, that ends the broadcast.
+    func extensionExited(pid: Int32, _ exit: ExtensionExit) async {
+        guard broadcastHost?.pid == pid, let left = broadcastHost?.process.exited(exit), let host = broadcastHost else { return }
+        logger.info("the broadcast extension \(exit)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(pid)"])
+        if let failed = left.failed { await carryOut(failed) }
+        for waiter in left.resume { waiter.resume(returning: host.process.failure) }
+        if broadcastHost?.pid == pid, broadcastHost?.process.isDone == true { forgetBroadcastHost() }
     }
 
-    func attachTimedOut(pid: Int32) async {
-        guard let host = broadcastHost, host.pid == pid, !host.attached else { return }
-        await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) did not connect to replayd within \(BroadcastHostLimits.attachTimeout): is it an OpenReplayKit extension (RPBroadcastExtensionMain)? Its output is in \(logPath(of: host.manifest))."),
-                            kill: true)
+    /// replayd shuts down: the broadcast's extension (and a setup's, `shutDownBroadcastSetup`) is told
+    /// to finish, and killed if it does not leave within the grace period (one that never attached at once).
+    func shutDownExtensions() async {
+        shutDownBroadcastSetup()
+        guard let shutdown = broadcastHost?.process.shutdown(at: now()) else { return }
+        switch shutdown.release {
+        case .awaitExit(let told): carryOut(told)
+        case .forget: forgetBroadcastHost()
+        case .none: break
+        }
+        if let failed = shutdown.failed { await carryOut(failed) }
     }
 
     // MARK: watching
 
-    /// Twice a second: memory over the limit, or no heartbeat for too long, ends the broadcast.
+    /// Twice a second until the extension has left, its machine's watch (`tick`): memory over the
+    /// limit, no attach or no heartbeat for too long end the broadcast; one that stays after the grace
+    /// period is killed.
     func watchExtension(pid: Int32) async {
-        let limit = extensionMemoryMegabytes
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(500))
-            guard let host = broadcastHost, host.pid == pid, !host.exited, host.failure == nil else { return }
+            guard let host = broadcastHost, host.pid == pid else { return }
             if let counters = slots[host.slot]?.ring?.counters { broadcastHost?.framesDropped = Int(counters.framesDropped) }
-            if let resident = Self.residentMegabytes(of: pid), resident > Double(limit) {
-                let figure = String(format: "%.1f", resident)
-                await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) used \(figure) MB of memory, over its limit of \(limit) MB (replayd --extension-memory-mb): it was stopped."),
-                                    kill: true)
+            let resident = host.process.wantsMemoryReading ? Self.residentMegabytes(of: pid) : nil
+            guard let action = broadcastHost?.process.tick(at: now(), residentMegabytes: resident) else { return }
+            switch action {
+            case .none:
+                continue
+            case .stopWatching:
                 return
-            }
-            if host.attached, !host.finishSent, ContinuousClock.now - host.lastHeartbeat > BroadcastHostLimits.hangTimeout {
-                await failBroadcast(ReplayError(.extensionFailed, "\(host.manifest.displayName) stopped answering (no heartbeat for \(BroadcastHostLimits.hangTimeout)): it hangs, and was stopped."),
-                                    kill: true)
-                return
+            case .killAfterGrace:
+                logger.warning("the extension did not leave after broadcastFinished: killing it", metadata: ["pid": "\(pid)"])
+                kill(pid, SIGKILL)
+            case .fail(let failed):
+                await carryOut(failed)
             }
         }
     }
@@ -437,7 +436,7 @@ extension RecordingSessions {
     static let ringName = "openreplaykit-ring"
 
     private func focusChanged(to pid: Int32?, sessionID: String) {
-        guard let pid, let host = broadcastHost, host.sessionID == sessionID, host.attached, !host.finishSent, host.annotatedPID != pid,
+        guard let pid, let host = broadcastHost, host.sessionID == sessionID, host.process.isAtWork, host.annotatedPID != pid,
               let identity = AppIdentity.of(pid: pid) else { return }
         broadcastHost?.annotatedPID = pid
         logger.info("the focused application changed", metadata: ["app": "\(identity.identifier)", "pid": "\(pid)"])
@@ -451,60 +450,36 @@ extension RecordingSessions {
 
     // MARK: launching
 
-    private func logPath(of manifest: ExtensionManifest) -> String {
-        paths.directory + "/extension-\(manifest.identifier).log"
-    }
-
-    /// Starts the extension's program as this user, in a process group of its own, with only the
-    /// user's folders and replayd's socket in its environment; reaps it on a thread of its own.
-    func launchExtension(_ manifest: ExtensionManifest) throws(ReplayError) -> Int32 {
-        let ours = ProcessInfo.processInfo.environment
-        var environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "ORK_REPLAYD_SOCKET": paths.socket,
-                           "ORK_EXTENSION_IDENTIFIER": manifest.identifier]
-        // The session bus too: an extension's app group is in the Secret Service when the desktop has one (RPAppGroup).
-        for key in ["HOME", "USER", "LOGNAME", "LANG", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
-                    "DBUS_SESSION_BUS_ADDRESS", "ORK_APP_GROUP_STORE"] {
-            if let value = ours[key] { environment[key] = value }
-        }
-        if let folder = manifest.folder { environment["ORK_EXTENSION_FOLDER"] = folder }
-        if let group = manifest.appGroup { environment["ORK_APP_GROUP"] = group }
-        let log = logPath(of: manifest)
-        let pid: Int32
-        do throws(ReplayError) {
-            pid = try Spawn.start(manifest.executable, environment: environment, standardOutput: .file(log, append: true),
-                                  standardError: .standardOutput, group: .newProcessGroup)
-        } catch {
-            throw ReplayError(.extensionFailed, "cannot start the extension \(manifest.identifier): \(error.message)")
-        }
-        Task { [weak self] in
-            let status = await DedicatedThread.run(named: "extension-reaper") { Spawn.waitForExit(pid) }
-            await self?.extensionExited(pid: pid, status: status)
-        }
+    /// Starts `manifest`'s upload extension (`ExtensionLauncher`) for the session `sessionID` in `slot`,
+    /// and its host with its watch; its pid.
+    func hostExtension(_ manifest: ExtensionManifest, slot: SessionSlot, sessionID: String,
+                       setupInfo: [String: String]) throws(ReplayError) -> Int32 {
+        let launcher = extensionLauncher
+        let pid = try launcher.launch(manifest) { [weak self] pid, exit in await self?.extensionExited(pid: pid, exit) }
+        let process = ExtensionProcessMachine<CheckedContinuation<ReplayError?, Never>>(
+            pid: pid, identity: launcher.identity(of: manifest), limits: .upload(memoryMegabytes: extensionMemoryMegabytes), launchedAt: now())
+        broadcastHost = BroadcastHost(manifest: manifest, slot: slot, sessionID: sessionID, setupInfo: setupInfo, process: process)
+        broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
         return pid
     }
 
     /// Waits for the extension `pid` to come for its samples (`BroadcastHostLimits.attachTimeout` at
-    /// most): nil once it has and the session in `slot` still runs; else why the broadcast ended (a
-    /// failure to attach ends it, killing the extension). For the person's broadcast and an app's.
+    /// most, `watchExtension`): nil once it has and the session in `slot` still runs; else why the
+    /// broadcast ended (a failure to attach ends it, killing the extension). For the person's broadcast and an app's.
     func waitForAttach(pid: Int32, slot: SessionSlot, sessionID: String) async -> ReplayError? {
-        let attachTimeout = Task {
-            try? await Task.sleep(for: BroadcastHostLimits.attachTimeout)
-            await self.attachTimedOut(pid: pid)
-        }
-        let attached = await withCheckedContinuation { continuation in
-            if broadcastHost?.pid == pid, broadcastHost?.attached == false, broadcastHost?.failure == nil {
-                broadcastHost?.attachWaiters.append(continuation)
-            } else {
-                continuation.resume(returning: broadcastHost?.failure.map { .failure($0) } ?? .success(()))
+        let failure = await withCheckedContinuation { continuation in
+            guard broadcastHost?.pid == pid, let wait = broadcastHost?.process.waitForAttach(continuation) else {
+                continuation.resume(returning: nil)
+                return
             }
+            if case .resume(let failure) = wait { continuation.resume(returning: failure) }
         }
-        attachTimeout.cancel()
-        if case .failure(let error) = attached {
-            await failBroadcast(error, kill: true)
-            return error
+        if let failure {
+            await failBroadcast(failure, kill: true)
+            return failure
         }
         guard slots[slot]?.machine.current?.id == sessionID else {
-            return broadcastHost?.failure ?? ReplayError(.extensionFailed, "the broadcast ended as it started.")
+            return broadcastHost?.process.failure ?? ReplayError(.extensionFailed, "the broadcast ended as it started.")
         }
         return nil
     }

@@ -327,6 +327,9 @@ package actor RecordingSessions {
             _ = await stop(slot)
         }
         for entry in slots.values { if let runTask = entry.runTask { await runTask.value } }
+        // Extensions still here (a setup window, an upload extension finishing) are told to go, and
+        // killed after their grace period.
+        await shutDownExtensions()
     }
 
     // MARK: internals
