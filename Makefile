@@ -127,6 +127,14 @@ cli-docs: cli-$(CONFIGURATION)
 	$(BUILT_BIN)/replay --generate-completion-script zsh > $(CLI_DOCS)/_replay
 	$(BUILT_BIN)/replay --generate-completion-script fish > $(CLI_DOCS)/replay.fish
 
+## The GNOME Shell extension that tells replayd alone which windows are an app's (apps' own sessions on
+## GNOME, docs/WAYLAND.md), in the system-wide folder GNOME Shell reads: the GNOME 43/44 build, or the
+## 45+ build (ES modules) when the installed gnome-shell is 45 or later.
+GNOME_EXTENSION := openreplaykit@openreplaykit.org
+GNOME_EXTENSION_DIR := $(SHARE_DIR)/gnome-shell/extensions
+GNOME_EXTENSION_BUILD := $(shell v=$$(gnome-shell --version 2>/dev/null | sed -n 's/[^0-9]*\([0-9]*\).*/\1/p'); \
+  if [ -n "$$v" ] && [ "$$v" -ge 45 ]; then echo dist/gnome-shell-45; else echo dist/gnome-shell; fi)
+
 install: cli-docs install-lib
 	install -d $(DESTDIR)$(PREFIX)/bin $(UNIT_DIR) $(SHARE_DIR)/applications $(SHARE_DIR)/icons/hicolor/scalable/apps \
 	  $(MAN_DIR) $(BASH_COMPLETION_DIR) $(ZSH_COMPLETION_DIR) $(FISH_COMPLETION_DIR)
@@ -151,12 +159,17 @@ install: cli-docs install-lib
 	  install -m 644 Extensions/$$ext/manifest.json Extensions/$$ext/icon.png $(EXTENSION_DIR)/$$id.orkextension/ && \
 	  install -m 755 $(BUILT_BIN)/$$exe $(EXTENSION_DIR)/$$id.orkextension/$$exe || exit 1; \
 	done
+	install -d $(GNOME_EXTENSION_DIR)/$(GNOME_EXTENSION)
+	install -m 644 $(GNOME_EXTENSION_BUILD)/$(GNOME_EXTENSION)/metadata.json $(GNOME_EXTENSION_BUILD)/$(GNOME_EXTENSION)/extension.js \
+	  $(GNOME_EXTENSION_DIR)/$(GNOME_EXTENSION)/
 	@if [ -z "$(DESTDIR)" ] && command -v update-desktop-database >/dev/null; then update-desktop-database -q $(SHARE_DIR)/applications || true; fi
 	@if [ -z "$(DESTDIR)" ] && command -v gtk-update-icon-cache >/dev/null; then gtk-update-icon-cache -q -t $(SHARE_DIR)/icons/hicolor || true; fi
 	@echo "Installed replay, replayd and replay-ui (replayd's system windows) in $(PREFIX)/bin; replayd's systemd user unit in $(UNIT_DIR);"
 	@echo "the C API for apps (libopenreplaykit.so, openreplaykit.h, pkg-config openreplaykit) under $(PREFIX)/lib and $(PREFIX)/include;"
 	@echo "the broadcast extensions ($(EXTENSIONS)) in $(EXTENSION_DIR);"
-	@echo "the Screen Recording desktop entry and icon, man pages (man replay) and completions under $(SHARE_DIR)."
+	@echo "the Screen Recording desktop entry and icon, man pages (man replay) and completions under $(SHARE_DIR);"
+	@echo "the GNOME Shell extension ($(GNOME_EXTENSION_BUILD)) in $(GNOME_EXTENSION_DIR): on GNOME, each user enables it with"
+	@echo "  gnome-extensions enable $(GNOME_EXTENSION)   (log out and in again first if GNOME does not know it yet)"
 	@echo "replay starts replayd when needed; to keep it running instead: systemctl --user enable --now replayd"
 
 uninstall:
@@ -167,6 +180,7 @@ uninstall:
 	rm -f $(MAN_DIR)/replay.1 $(MAN_DIR)/replayd.1 $(BASH_COMPLETION_DIR)/replay $(ZSH_COMPLETION_DIR)/_replay \
 	  $(FISH_COMPLETION_DIR)/replay.fish
 	rm -f $(LIB_DIR)/libopenreplaykit.so $(DESTDIR)$(PREFIX)/include/openreplaykit.h $(LIB_DIR)/pkgconfig/openreplaykit.pc
+	rm -rf $(GNOME_EXTENSION_DIR)/$(GNOME_EXTENSION)
 
 ## icons: the PNG sizes of the icon, rendered from its SVG (librsvg2-bin's rsvg-convert); the PNGs
 ## are committed, so that building and installing need no renderer.

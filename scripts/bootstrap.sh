@@ -30,6 +30,7 @@ TEST_PACKAGES=(
   pipewire pipewire-bin pipewire-pulse wireplumber xdg-desktop-portal xdg-desktop-portal-gnome
   gnome-shell mutter xwayland python3-pyatspi python3-gi gir1.2-gtk-4.0 at-spi2-core
   sway xdg-desktop-portal-wlr
+  gjs gstreamer1.0-pipewire   # make bench: GNOME Shell's own screen recorder, the Wayland peer
   gdb   # a replay command that hangs in a test: replayd's threads' stacks in the failure (TestEnvironment.replaydThreads)
 )
 

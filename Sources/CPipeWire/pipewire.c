@@ -2,6 +2,7 @@
 // formats and buffer parameters are built here, in C. PipeWire's thread loop runs the stream; the
 // latest buffer is held (not requeued) until a newer one arrives, and the reader maps it under `lock`.
 #include "ork_pipewire.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -186,8 +187,22 @@ static void on_state_changed(void *data, enum pw_stream_state old, enum pw_strea
     pthread_mutex_unlock(&v->lock);
 }
 
+/* The stream takes its buffers back (a new format, or the stream ending: the window or the
+ * screen cast went away): the held one is no longer ours to map or to queue. */
+static void on_remove_buffer(void *data, struct pw_buffer *buffer)
+{
+    struct ork_pw_video *v = data;
+    pthread_mutex_lock(&v->lock);
+    if (v->held == buffer) {
+        v->held = NULL;
+        v->pixels = NULL;
+    }
+    pthread_mutex_unlock(&v->lock);
+}
+
 static const struct pw_stream_events stream_events = {
     PW_VERSION_STREAM_EVENTS,
+    .remove_buffer = on_remove_buffer,
     .state_changed = on_state_changed,
     .param_changed = on_param_changed,
     .process = on_process,
@@ -210,10 +225,11 @@ static const struct pw_core_events core_events = { PW_VERSION_CORE_EVENTS, .erro
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_pipewire(void) { pw_init(NULL, NULL); }
+void ork_pw_init_once(void) { pthread_once(&init_once, init_pipewire); }
 
-ork_pw_video *ork_pw_video_open(int fd, uint32_t node, const char *name, char *error, size_t error_size)
+ork_pw_video *ork_pw_video_open(int fd, uint32_t node, int max_fps, const char *name, char *error, size_t error_size)
 {
-    pthread_once(&init_once, init_pipewire);
+    ork_pw_init_once();
     struct ork_pw_video *v = calloc(1, sizeof *v);
     if (!v) {
         snprintf(error, error_size, "out of memory");
@@ -265,6 +281,7 @@ ork_pw_video *ork_pw_video_open(int fd, uint32_t node, const char *name, char *e
     }
     pw_stream_add_listener(v->stream, &v->stream_listener, &stream_events, v);
 
+    uint32_t rate = max_fps > 0 ? (uint32_t)max_fps : 60;
     uint8_t buffer[1024];
     struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
     const struct spa_pod *params[1];
@@ -275,8 +292,12 @@ ork_pw_video *ork_pw_video_open(int fd, uint32_t node, const char *name, char *e
             SPA_VIDEO_FORMAT_BGRA, SPA_VIDEO_FORMAT_RGBx, SPA_VIDEO_FORMAT_RGBA),
         SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&SPA_RECTANGLE(1920, 1080),
             &SPA_RECTANGLE(1, 1), &SPA_RECTANGLE(16384, 16384)),
-        SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&SPA_FRACTION(60, 1),
-            &SPA_FRACTION(0, 1), &SPA_FRACTION(240, 1)));
+        SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&SPA_FRACTION(0, 1),
+            &SPA_FRACTION(0, 1), &SPA_FRACTION(rate, 1)),
+        // Compositors send pictures on change, as fast as they draw unless told: no faster than the
+        // recording takes them (each is a copy of the screen in the compositor).
+        SPA_FORMAT_VIDEO_maxFramerate, SPA_POD_CHOICE_RANGE_Fraction(&SPA_FRACTION(rate, 1),
+            &SPA_FRACTION(1, 1), &SPA_FRACTION(rate, 1)));
     // The portal and Mutter name a node by id: it goes as the target id (target.object wants a serial).
     int res = pw_stream_connect(v->stream, PW_DIRECTION_INPUT, node,
         PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);

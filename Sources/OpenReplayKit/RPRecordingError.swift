@@ -83,7 +83,7 @@ extension RPRecordingError {
         case .outputNotWritable: .filePermissions
         case .outputExists, .writeFailed: .failedToSave
         case .diskFull: .insufficientStorage
-        case .noDisplay, .unknownDisplay, .unavailable: .failedToStart
+        case .noDisplay, .unknownDisplay, .unavailable, .unavailableOnThisDesktop: .failedToStart
         case .captureFailed, .encoderUnavailable, .unknownEncoder: .failedToStartCaptureStack
         case .noAudioServer: .failedMediaServicesFailure
         case .daemonUnavailable, .protocolMismatch, .permissionDenied: .failedApplicationConnectionInvalid

@@ -71,12 +71,17 @@ public final class RPScreenRecorder: Sendable {
         }
     }
 
-    /// Whether the app can record: false where there is no display (`DISPLAY` unset, no X server)
-    /// and while the person records the screen. A delegate hears when it changes.
+    /// Whether the app can record: false where there is no display (`DISPLAY` unset, no X server),
+    /// on a Wayland desktop that gives replayd no app's own windows (all but GNOME with
+    /// OpenReplayKit's Shell extension, docs/WAYLAND.md), and while the person records the screen.
+    /// A delegate hears when it changes.
     public var isAvailable: Bool {
         guard let display else { return false }
-        // No Wayland compositor here gives replayd one app's windows alone (docs/WAYLAND.md).
-        guard DesktopSession(displayName: display)?.isWayland != true else { return false }
+        if DesktopSession(displayName: display)?.isWayland == true {
+            // Only replayd can ask the Shell extension (it answers replayd alone): false until it has said yes.
+            guard WaylandSupport.appSessionsPossible(environment: environment) else { return false }
+            return state.withLock { $0.available } ?? false
+        }
         guard ReplaydLink.displayExists(display) else { return false }
         return state.withLock { $0.available } ?? true
     }

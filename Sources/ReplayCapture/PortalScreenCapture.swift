@@ -40,12 +40,13 @@ package final class PortalScreenCapture: FrameSource, @unchecked Sendable {
 
     /// How long the person may take to answer the desktop's dialog.
     private static let dialogTimeout: Int32 = 120_000
-    /// How long the first picture may take once the stream is connected.
-    private static let firstPictureTimeout: Int64 = 5_000_000_000
+    /// How long the first picture may take once the stream is connected (GNOME's comes in
+    /// milliseconds; wlroots sends none of a still screen, and the recording then starts black).
+    private static let firstPictureTimeout: Int64 = 1_500_000_000
 
     /// Opens the portal session (the dialog, unless a kept token restores it), then the stream, and
     /// waits for its first picture. Blocking: call it from a thread of its own.
-    package init(region: PixelRect?, tokenFile: String?, logger: Logger) throws(CaptureError) {
+    package init(region: PixelRect?, framesPerSecond: Int, tokenFile: String?, logger: Logger) throws(CaptureError) {
         self.logger = logger
         let token = tokenFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?
             .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -64,7 +65,7 @@ package final class PortalScreenCapture: FrameSource, @unchecked Sendable {
             Self.keep(token: String(cString: ork_portal_cast_restore_token(cast)), in: tokenFile, logger: logger)
         }
         let fd = ork_portal_cast_take_fd(cast)
-        guard let video = ork_pw_video_open(fd, ork_portal_cast_node(cast), "replayd", &message, message.count) else {
+        guard let video = ork_pw_video_open(fd, ork_portal_cast_node(cast), Int32(framesPerSecond), "replayd", &message, message.count) else {
             ork_portal_cast_close(cast)
             throw CaptureError(.lost, String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
@@ -91,7 +92,7 @@ package final class PortalScreenCapture: FrameSource, @unchecked Sendable {
         guard size.width >= 2, size.height >= 2 else {
             ork_pw_video_close(video)
             ork_portal_cast_close(cast)
-            throw CaptureError(.lost, "the screen-cast stream sent no picture in 5 s and the portal gave no size")
+            throw CaptureError(.lost, "the screen-cast stream sent no picture in 1.5 s and the portal gave no size")
         }
         let full = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
         let wanted = region ?? full
@@ -106,6 +107,11 @@ package final class PortalScreenCapture: FrameSource, @unchecked Sendable {
         outputWidth = wanted.width & ~1
         outputHeight = wanted.height & ~1
         current = VideoFrame(width: outputWidth, height: outputHeight)
+        // Black until the desktop's first picture (a still screen on wlroots sends none until it draws).
+        let black = [UInt32](repeating: 0xff00_0000, count: outputWidth)
+        black.withUnsafeBytes { row in
+            current.convert(fromBGRA: row.baseAddress!.assumingMemoryBound(to: UInt8.self), stride: 0, rows: 0..<outputHeight)
+        }
         logger.info("recording the screen through the desktop's screen-cast portal",
                     metadata: ["size": "\(size.width)x\(size.height)", "node": "\(ork_portal_cast_node(cast))"])
     }

@@ -46,7 +46,7 @@ extension RecordingSessions {
     /// Shows the picker on the app's display (only `preferredExtension` when it names one) and answers
     /// with the person's choice; cancelling is `user-declined`.
     func pickServiceForApp(_ request: AppPickBroadcastServiceRequest) async -> Result<AppBroadcastServiceAnswer, ReplayError> {
-        if let problem = Self.displayProblem(request.display) {
+        if let problem = await Self.displayProblem(request.display) {
             return .failure(ReplayError(.noDisplay, "the app cannot show the broadcast picker: \(problem)."))
         }
         let catalog = ExtensionCatalog.load(environment: ProcessInfo.processInfo.environment, executablePath: ExtensionCatalog.currentExecutable())

@@ -1,5 +1,6 @@
 import ReplayIPC
 import ReplayEngine
+import ReplayCapture
 import ReplayMedia
 import Foundation
 #if canImport(Glibc)
@@ -89,8 +90,8 @@ extension RecordingSessions {
         guard !options.display.isEmpty else {
             return .failure(ReplayError(.noDisplay, "no X display: the app has no DISPLAY, so there is nothing of it to record."))
         }
-        if DesktopSession(displayName: options.display)?.isWayland == true {
-            return .failure(ReplayError(.unavailableOnThisDesktop, WaylandSupport.appSessionsUnavailable()))
+        if let problem = await Self.waylandProblem(options.display) {
+            return .failure(ReplayError(.unavailableOnThisDesktop, problem))
         }
         if let running = slots[.systemRecording]?.machine.current ?? slots[.broadcast]?.machine.current {
             return .failure(ReplayError(.unavailable, "the person is \(running.kind == .broadcast ? "broadcasting" : "recording") the screen (session \(running.id)): apps cannot record until it ends."))
@@ -310,19 +311,30 @@ extension RecordingSessions {
         Set(connectionPIDs.filter { $0.value == pid }.map(\.key))
     }
 
-    func availability(display: String, connection: UInt64) -> AvailabilityAnswer {
+    func availability(display: String, connection: UInt64) async -> AvailabilityAnswer {
         if connections[connection] != nil { watchers.insert(connection) }
-        let captured = slots.values.contains { $0.recorder != nil }
-        if let reason = Self.displayProblem(display) { return AvailabilityAnswer(available: false, reason: reason, captured: captured) }
+        let captured = isCaptured
+        let problem = await Self.displayProblem(display)
+        if let reason = problem { return AvailabilityAnswer(available: false, reason: reason, captured: isCaptured) }
         if slots[.systemRecording]?.machine.isIdle == false {
             return AvailabilityAnswer(available: false, reason: "the person is recording the screen", captured: captured)
         }
         return AvailabilityAnswer(available: true, reason: nil, captured: captured)
     }
 
+    /// Whether the screen is captured now: by a session of replayd's, or (on Wayland) by anyone who
+    /// reads one of the compositor's screen-cast streams (`ScreencastWatch`).
+    var isCaptured: Bool { compositorStreamRead || slots.values.contains { $0.recorder != nil } }
+
+    /// What PipeWire's graph says: someone reads a screen-cast stream of the compositor's, or no one.
+    package func compositorStreamRead(_ read: Bool) {
+        compositorStreamRead = read
+        noteCaptured()
+    }
+
     /// Tells watchers when some session starts or stops capturing (`RPScreen.isCaptured`).
     func noteCaptured() {
-        let captured = slots.values.contains { $0.recorder != nil }
+        let captured = isCaptured
         guard captured != lastCaptured else { return }
         lastCaptured = captured
         broadcast(CapturedChangedEvent(captured: captured), to: watchers)
@@ -438,10 +450,20 @@ extension RecordingSessions {
         unlink(source)
     }
 
+    /// Why apps cannot record on the Wayland `display`, or nil (also for an X display): only GNOME
+    /// with OpenReplayKit's Shell extension answering (asked on a thread of its own) gives replayd an
+    /// app's own windows.
+    static func waylandProblem(_ display: String) async -> String? {
+        guard DesktopSession(displayName: display)?.isWayland == true else { return nil }
+        guard WaylandSupport.appSessionsPossible() else { return WaylandSupport.appSessionsUnavailable() }
+        let problem = await DedicatedThread.run(named: "replay-gnome-shell") { GnomeWindowCapture.extensionProblem() }
+        return problem.map { WaylandSupport.appSessionsUnavailable(gnomeExtensionProblem: $0) }
+    }
+
     /// Why apps cannot record on `display`, or nil: a local display (`:N`) must have its socket.
-    static func displayProblem(_ display: String) -> String? {
+    static func displayProblem(_ display: String) async -> String? {
         guard !display.isEmpty else { return "no X display (DISPLAY is not set)" }
-        if DesktopSession(displayName: display)?.isWayland == true { return WaylandSupport.appSessionsUnavailable() }
+        if DesktopSession(displayName: display)?.isWayland == true { return await waylandProblem(display) }
         guard display.hasPrefix(":") else { return nil }
         let number = display.dropFirst().split(separator: ".").first.map(String.init) ?? ""
         guard Int(number) != nil else { return "\"\(display)\" is not an X display name" }

@@ -1,6 +1,7 @@
 package import ReplayIPC
 package import Logging
 import ServiceLifecycle
+import ReplayCapture
 import NIOCore
 import NIOPosix
 import Foundation
@@ -115,8 +116,15 @@ package struct ControlServer: Service {
         let sessions = self.sessions
         let logger = self.logger
         let configuration = self.configuration
+        // On Wayland, capture by others counts for `isCaptured` too (nil where PipeWire does not run).
+        let screencasts = ScreencastWatch(logger: logger)
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
+                if let screencasts {
+                    group.addTask {
+                        for await read in screencasts.changes { await sessions.compositorStreamRead(read) }
+                    }
+                }
                 // Status events and the idle clock.
                 group.addTask {
                     var idle = IdleExitPolicy(limit: configuration.idleExit)
@@ -136,6 +144,7 @@ package struct ControlServer: Service {
                     let reason = await iterator.next() ?? .listenerClosed
                     logger.info("shutting down: \(reason)")
                     await sessions.shutdown()
+                    screencasts?.close()
                     server.channel.close(promise: nil)
                     await sessions.closeAllConnections()
                 }

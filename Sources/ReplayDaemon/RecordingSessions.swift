@@ -77,6 +77,8 @@ package actor RecordingSessions {
     var watchers: Set<UInt64> = []
     /// What the watchers last heard.
     var lastCaptured = false
+    /// Someone reads one of the compositor's screen-cast streams (Wayland: a browser, OBS, replayd).
+    var compositorStreamRead = false
     var lastAvailable = true
     /// The person's broadcast's upload extension (Broadcasts.swift), from its start until it has left.
     var broadcastHost: BroadcastHost?

@@ -60,14 +60,22 @@ public final class RecordingEngine: Sendable {
         let follows = configuration.screenSizeChanges == .followed
         let desktop = DesktopSession(displayName: configuration.video.display)
         if case .application = configuration.video, desktop?.isWayland == true {
-            // No compositor here gives one app's windows to replayd yet: refused, never a crop of the screen.
-            throw EngineError(.unavailableOnThisDesktop, WaylandSupport.appSessionsUnavailable())
+            // Only GNOME (with OpenReplayKit's Shell extension) gives one app's windows to replayd:
+            // elsewhere refused, never a crop of the screen.
+            guard WaylandSupport.appSessionsPossible() else {
+                throw EngineError(.unavailableOnThisDesktop, WaylandSupport.appSessionsUnavailable())
+            }
+            if let problem = GnomeWindowCapture.extensionProblem() {
+                throw EngineError(.unavailableOnThisDesktop, WaylandSupport.appSessionsUnavailable(gnomeExtensionProblem: problem))
+            }
         }
         do throws(CaptureError) {
-            if case .application(let display, let scope) = configuration.video {
+            if case .application(_, let scope) = configuration.video, desktop?.isWayland == true {
+                capture = try GnomeWindowCapture(processID: scope.processID, framesPerSecond: configuration.framesPerSecond, logger: logger)
+            } else if case .application(let display, let scope) = configuration.video {
                 capture = try ApplicationCapture(display: display, processID: scope.processID, followsScreenSize: follows, logger: logger)
             } else if desktop?.isWayland == true {
-                capture = try PortalScreenCapture(region: configuration.video.rectangle, tokenFile: StatePaths.portalRestoreToken(), logger: logger)
+                capture = try PortalScreenCapture(region: configuration.video.rectangle, framesPerSecond: configuration.framesPerSecond, tokenFile: StatePaths.portalRestoreToken(), logger: logger)
             } else {
                 capture = try ScreenCapture(display: configuration.video.display, region: configuration.video.rectangle,
                                             followsScreenSize: follows, logger: logger)

@@ -15,11 +15,29 @@ public enum Gtk {
 
     private static var finished = false
 
-    /// Starts GTK on the X11 display `display` (`:N`), with the program name `programName`, which
-    /// is the X11 `WM_CLASS` instance of every window (`g_set_prgname`). GTK draws with cairo unless
-    /// `GSK_RENDERER` says otherwise: a system dialog needs no GPU, and a display without GL (Xvfb,
-    /// a remote session) would otherwise first try and fail to make a GL context.
+    /// Starts GTK on the display `display`, with the program name `programName` (`g_set_prgname`:
+    /// the X11 `WM_CLASS` instance of every window, and the application's name on the accessibility
+    /// bus). GTK draws with cairo unless `GSK_RENDERER` says otherwise: a system dialog needs no GPU,
+    /// and a display without GL (Xvfb, a remote session) would otherwise first try and fail to make a
+    /// GL context.
+    ///
+    /// `display` is an X11 display (`:N`), or a Wayland one as replayd names it (`wayland:NAME`,
+    /// ReplayIPC's `DesktopSession`): then the windows are native Wayland windows (GTK's Wayland
+    /// backend, never XWayland) and on the accessibility bus like any GTK window, so that a person
+    /// with a screen reader can answer them.
     public static func start(display: String?, programName: String) throws(StartError) {
+        let waylandPrefix = "wayland:"
+        if let display, display.hasPrefix(waylandPrefix) {
+            let name = String(display.dropFirst(waylandPrefix.count))
+            setenv("WAYLAND_DISPLAY", name.isEmpty ? "wayland-0" : name, 1)
+            setenv("GDK_BACKEND", "wayland", 1)
+            setenv("GSK_RENDERER", "cairo", 0)
+            g_set_prgname(programName)
+            guard gtk_init_check() != 0 else {
+                throw StartError(description: "cannot open the Wayland display \(name) (is XDG_RUNTIME_DIR this session's?)")
+            }
+            return
+        }
         if let display { setenv("DISPLAY", display, 1) }
         setenv("GDK_BACKEND", "x11", 1)
         setenv("GSK_RENDERER", "cairo", 0)

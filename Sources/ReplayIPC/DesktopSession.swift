@@ -70,17 +70,41 @@ public enum StatePaths {
 
 /// What each Wayland desktop lets replayd do, in the words `replay doctor` and refusals use.
 public enum WaylandSupport {
+    /// OpenReplayKit's GNOME Shell extension (dist/gnome-shell/), which tells replayd alone which
+    /// windows are an app's.
+    public static let gnomeExtensionUUID = "openreplaykit@openreplaykit.org"
+    /// The one command that enables it (once `make install` has put it where GNOME Shell reads extensions).
+    public static let gnomeExtensionEnableCommand = "gnome-extensions enable \(gnomeExtensionUUID)"
+
+    /// Whether the desktop is GNOME (`XDG_CURRENT_DESKTOP` names it, e.g. "GNOME" or "ubuntu:GNOME").
+    public static func isGnome(environment: [String: String]? = nil) -> Bool {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        return (environment["XDG_CURRENT_DESKTOP"] ?? "").split(separator: ":").contains { $0.lowercased() == "gnome" }
+    }
+
+    /// Whether replayd may record an app's own windows on this Wayland desktop when what it needs
+    /// answers: only GNOME, through the extension and Mutter's per-window screen cast.
+    public static func appSessionsPossible(environment: [String: String]? = nil) -> Bool {
+        isGnome(environment: environment)
+    }
+
     /// Why an app's own sessions (its recording, capture, clips, broadcast) are refused on this
-    /// Wayland desktop: no compositor here gives replayd one application's windows alone yet, and
-    /// replayd never cuts them out of the whole screen.
-    public static func appSessionsUnavailable(environment: [String: String]? = nil) -> String {
+    /// Wayland desktop; replayd never cuts an app's windows out of the whole screen. On GNOME,
+    /// `gnomeExtensionProblem` says why the extension did not answer.
+    public static func appSessionsUnavailable(environment: [String: String]? = nil, gnomeExtensionProblem: String? = nil) -> String {
         let environment = environment ?? ProcessInfo.processInfo.environment
         let desktop = DesktopSession.desktopName(environment: environment)
-        let lacks: String = switch desktop.lowercased() {
-        case "sway", "wlroots": "sway before 1.12 copies whole outputs only (per-window capture needs ext-image-copy-capture with toplevel sources)"
-        case "gnome", "ubuntu:gnome": "GNOME Shell tells no ordinary program which windows belong to an app (that needs OpenReplayKit's GNOME Shell extension, not shipped yet)"
-        case "kde": "KWin's per-window screencast (zkde_screencast_unstable_v1) is not used by replayd yet"
-        default: "it offers no per-window capture that replayd can use"
+        let lacks: String
+        if isGnome(environment: environment) {
+            lacks = "OpenReplayKit's GNOME Shell extension, which tells replayd alone which windows are an app's, is not enabled"
+                + (gnomeExtensionProblem.map { " (\($0))" } ?? "")
+                + "; enable it with `\(gnomeExtensionEnableCommand)` (installed by `make install`; log out and in again if GNOME does not know it yet)"
+        } else {
+            lacks = switch desktop.lowercased() {
+            case "sway", "wlroots": "sway before 1.12 copies whole outputs only (per-window capture needs ext-image-copy-capture with toplevel sources)"
+            case "kde": "KWin's per-window screencast (zkde_screencast_unstable_v1) is not used by replayd yet"
+            default: "it offers no per-window capture that replayd can use"
+            }
         }
         return "an app's own recordings, captures and broadcasts are unavailable on \(desktop) (Wayland): \(lacks), "
             + "and replayd never cuts an app's windows out of the whole screen"

@@ -33,6 +33,9 @@ public final class GnomeSession: Sendable {
         /// Xwayland for X11 clients (gnome-shell starts it on demand). Its display is
         /// ``x11Display``, never in ``environment``.
         public var xwayland: Bool
+        /// GNOME Shell extensions (each a folder named by its uuid, e.g. dist/gnome-shell/openreplaykit@openreplaykit.org)
+        /// copied into the session's `XDG_DATA_HOME/gnome-shell/extensions` and enabled before gnome-shell starts.
+        public var shellExtensions: [URL] = []
 
         public init(width: Int = 1280, height: Int = 720, startTimeout: Duration = .seconds(150), xwayland: Bool = false) {
             self.width = width
@@ -59,18 +62,12 @@ public final class GnomeSession: Sendable {
     /// `HOME` and the `XDG_*_HOME` folders, `XDG_CURRENT_DESKTOP=GNOME`, `XDG_SESSION_TYPE=wayland`,
     /// over ours without any other display's or session's variables (no `DISPLAY`).
     public let environment: [String: String]
-    private let daemons: [Daemon]
+    private let daemons: [RigDaemon]
     private let clients = Mutex<[BackgroundProcess]>([])
     private let logger: Logger
 
-    /// One process the session started, with a name for messages.
-    private struct Daemon: Sendable {
-        var name: String
-        var process: BackgroundProcess
-    }
-
     private init(configuration: Configuration, directory: URL, waylandDisplay: String, environment: [String: String],
-                 daemons: [Daemon], logger: Logger) {
+                 daemons: [RigDaemon], logger: Logger) {
         self.configuration = configuration
         self.directory = directory
         self.runtimeDirectory = directory.appendingPathComponent("runtime")
@@ -94,13 +91,12 @@ public final class GnomeSession: Sendable {
     /// The output of the daemon named `name` ("system bus", "session bus", "pipewire", "wireplumber",
     /// "pipewire-pulse", "gnome-shell"), standard error then standard output.
     public func log(of name: String) -> String {
-        guard let daemon = daemons.first(where: { $0.name == name }) else { return "" }
-        return daemon.process.currentError + daemon.process.currentOutput
+        daemons.first(where: { $0.name == name })?.log ?? ""
     }
 
     /// The end of every daemon's log, for a failure message.
     public func logTails(lines: Int = 40) -> String {
-        Self.tails(of: daemons, lines: lines)
+        RigDaemon.tails(of: daemons, lines: lines, first: "gnome-shell")
     }
 
     /// Xwayland's display (`:N`) when ``Configuration/xwayland`` is on and gnome-shell has said it.
@@ -123,7 +119,7 @@ public final class GnomeSession: Sendable {
         let runtime = directory.appendingPathComponent("runtime")
         let home = directory.appendingPathComponent("home")
         let waylandDisplay = "wayland-0"
-        var daemons: [Daemon] = []
+        var daemons: [RigDaemon] = []
         do {
             let fileManager = FileManager.default
             try fileManager.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
@@ -150,10 +146,10 @@ public final class GnomeSession: Sendable {
             daemonEnvironment["WAYLAND_DISPLAY"] = nil
 
             func fail(_ what: String) -> HarnessError {
-                HarnessError("the headless GNOME session did not start: \(what) (after \(seconds(since: began)))\n\(tails(of: daemons, lines: 40))")
+                HarnessError("the headless GNOME session did not start: \(what) (after \(RigDaemon.seconds(since: began)))\n\(RigDaemon.tails(of: daemons, lines: 40, first: "gnome-shell"))")
             }
             func launch(_ name: String, _ executable: String, _ arguments: [String]) throws {
-                daemons.append(Daemon(name: name, process: try BackgroundProcess(executable, arguments: arguments,
+                daemons.append(RigDaemon(name: name, process: try BackgroundProcess(executable, arguments: arguments,
                                                                                  environment: daemonEnvironment,
                                                                                  workingDirectory: home.path)))
             }
@@ -170,7 +166,7 @@ public final class GnomeSession: Sendable {
             }
             func exists(_ path: String) -> Bool { fileManager.fileExists(atPath: path) }
             func milestone(_ what: String) {
-                logger.debug("GNOME session: \(what)", metadata: ["after": "\(seconds(since: began))"])
+                logger.debug("GNOME session: \(what)", metadata: ["after": "\(RigDaemon.seconds(since: began))"])
             }
 
             // The buses. gnome-shell needs a system bus: a private, empty one. `--print-address` is
@@ -200,6 +196,20 @@ public final class GnomeSession: Sendable {
                 guard result.succeeded else { throw fail("gsettings set \(schema) \(key) \(value) failed: \(result)") }
             }
             milestone("settings")
+            if !configuration.shellExtensions.isEmpty {
+                let folder = home.appendingPathComponent(".local/share/gnome-shell/extensions")
+                try fileManager.createDirectory(at: folder, withIntermediateDirectories: true)
+                for source in configuration.shellExtensions {
+                    try fileManager.copyItem(at: source, to: folder.appendingPathComponent(source.lastPathComponent))
+                }
+                let uuids = configuration.shellExtensions.map { "'\($0.lastPathComponent)'" }.joined(separator: ", ")
+                for (key, value) in [("disable-user-extensions", "false"), ("enabled-extensions", "[\(uuids)]")] {
+                    let result = try await ProcessRunner.run("gsettings", arguments: ["set", "org.gnome.shell", key, value],
+                                                             environment: daemonEnvironment, timeout: .seconds(30))
+                    guard result.succeeded else { throw fail("gsettings set org.gnome.shell \(key) \(value) failed: \(result)") }
+                }
+                milestone("shell extensions")
+            }
 
             var shellArguments = ["--headless", "--wayland", "--wayland-display", waylandDisplay,
                                   "--virtual-monitor", "\(configuration.width)x\(configuration.height)"]
@@ -245,7 +255,7 @@ public final class GnomeSession: Sendable {
                 return answer?.succeeded == true
             }
             milestone("portal")
-            logger.info("GNOME session ready", metadata: ["folder": "\(directory.path)", "after": "\(seconds(since: began))"])
+            logger.info("GNOME session ready", metadata: ["folder": "\(directory.path)", "after": "\(RigDaemon.seconds(since: began))"])
             return session
         } catch {
             await stop(Array(daemons.reversed()), clients: [], runtime: runtime, logger: logger)
@@ -275,20 +285,7 @@ public final class GnomeSession: Sendable {
     /// to a folder in DIR first.
     public func tearDown() async {
         await Self.stop(Array(daemons.reversed()), clients: clients.withLock { $0 }, runtime: runtimeDirectory, logger: logger)
-        if let keep = ProcessInfo.processInfo.environment["ORK_KEEP_RECORDINGS"], !keep.isEmpty,
-           let recordings = try? FileManager.default.contentsOfDirectory(atPath: outputDirectory.path), !recordings.isEmpty {
-            let logs = outputDirectory.appendingPathComponent("logs")
-            try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
-            try? FileManager.default.copyItem(at: runtimeDirectory.appendingPathComponent("openreplaykit/replayd.log"),
-                                              to: logs.appendingPathComponent("replayd.log"))
-            for daemon in daemons {
-                try? log(of: daemon.name).write(to: logs.appendingPathComponent("\(daemon.name).log"), atomically: true, encoding: .utf8)
-            }
-            let kept = URL(fileURLWithPath: keep).appendingPathComponent(directory.lastPathComponent)
-            try? FileManager.default.createDirectory(at: kept.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try? FileManager.default.moveItem(at: outputDirectory, to: kept)
-            logger.info("recordings kept", metadata: ["folder": "\(kept.path)"])
-        }
+        RigDaemon.keepRecordings(from: outputDirectory, runtime: runtimeDirectory, daemons: daemons, directory: directory, logger: logger)
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -297,38 +294,11 @@ public final class GnomeSession: Sendable {
         ProcessTable.pids(withEnvironment: "XDG_RUNTIME_DIR", equalTo: runtimeDirectory.path)
     }
 
-    private static func stop(_ daemons: [Daemon], clients: [BackgroundProcess], runtime: URL, logger: Logger) async {
+    private static func stop(_ daemons: [RigDaemon], clients: [BackgroundProcess], runtime: URL, logger: Logger) async {
         // Clients first (they would complain about their compositor going), the compositor before
         // the buses it talks to.
         let order = daemons.filter { $0.name == "gnome-shell" } + daemons.filter { $0.name != "gnome-shell" }
-        for client in clients { await terminateGroup(of: client) }
-        for daemon in order { await terminateGroup(of: daemon.process) }
-        let left = ProcessTable.pids(withEnvironment: "XDG_RUNTIME_DIR", equalTo: runtime.path)
-        if !left.isEmpty {
-            logger.debug("GNOME session: stopping processes left", metadata: ["pids": "\(left)"])
-            await ProcessTable.terminate(left, grace: .seconds(3))
-        }
-        let still = ProcessTable.pids(withEnvironment: "XDG_RUNTIME_DIR", equalTo: runtime.path)
-        if !still.isEmpty { logger.warning("GNOME session: processes outlived the tear-down", metadata: ["pids": "\(still)"]) }
-    }
-
-    /// `SIGTERM` to the process's group, `SIGKILL` to what is left of it after 3 s; collects the leader.
-    private static func terminateGroup(of process: BackgroundProcess, grace: Duration = .seconds(3)) async {
-        let group = process.pid
-        if !ProcessGroup.members(group).isEmpty {
-            kill(-group, SIGTERM)
-            let deadline = ContinuousClock.now + grace
-            while ContinuousClock.now < deadline, !ProcessGroup.members(group).isEmpty {
-                try? await Task.sleep(for: .milliseconds(50))
-            }
-            if !ProcessGroup.members(group).isEmpty {
-                kill(-group, SIGKILL)
-                for _ in 0..<100 where !ProcessGroup.members(group).isEmpty {
-                    try? await Task.sleep(for: .milliseconds(20))
-                }
-            }
-        }
-        await process.terminate(grace: .milliseconds(200))
+        await RigDaemon.stop(order, clients: clients, runtime: runtime, label: "GNOME session", logger: logger)
     }
 
     // MARK: Clients
@@ -360,7 +330,7 @@ public final class GnomeSession: Sendable {
 
     /// Stops a client started with ``startClient(_:arguments:environment:workingDirectory:)`` and its process group.
     public func stopClient(_ process: BackgroundProcess) async {
-        await Self.terminateGroup(of: process)
+        await RigDaemon.terminateGroup(of: process)
     }
 
     /// `gdbus ARGUMENTS` on this session's buses.
@@ -476,37 +446,5 @@ public final class GnomeSession: Sendable {
         </busconfig>
 
         """
-    }
-
-    private static func seconds(since start: ContinuousClock.Instant) -> String {
-        let elapsed = (ContinuousClock.now - start).components
-        return String(format: "%.1f s", Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
-    }
-
-    private static func tails(of daemons: [Daemon], lines: Int) -> String {
-        // The compositor's first: it is the one that explains most failures.
-        let ordered = daemons.filter { $0.name == "gnome-shell" } + daemons.filter { $0.name != "gnome-shell" }
-        return ordered.map { daemon in
-            let text = daemon.process.currentError + daemon.process.currentOutput
-            let tail = text.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
-            let state = daemon.process.result.map { "exited: \($0.terminatedBySignal ? "signal" : "status") \($0.status)" } ?? "running"
-            return "--- \(daemon.name) (pid \(daemon.process.pid), \(state)), last \(lines) lines ---\n\(tail)"
-        }.joined(separator: "\n")
-    }
-}
-
-/// The members of a process group, read from `/proc`.
-enum ProcessGroup {
-    /// Live (not zombie) processes whose process group is `group`.
-    static func members(_ group: Int32) -> [Int32] {
-        let pids = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }
-        return pids.filter { pid in
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return false }
-            // After the command name: state, ppid, pgrp.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 2, let pgrp = Int32(fields[2]) else { return false }
-            return pgrp == group && !(fields[0] == "Z" || fields[0] == "X")
-        }
     }
 }

@@ -74,7 +74,7 @@ struct Consent: ParsableCommand {
             app and the service. The window's WM_CLASS is openreplaykit-consent.
             """)
 
-    @Option(help: "The X11 display to show the prompt on (default: $DISPLAY).")
+    @Option(help: "The display to show the prompt on: an X11 display, or wayland:NAME for a Wayland one (default: $DISPLAY).")
     var display: String?
 
     @Option(help: "The app's name, as the person knows it.")

@@ -62,7 +62,23 @@ struct Doctor: AsyncParsableCommand {
             if !pulse { fixes.append("apt-get install pipewire-pulse && systemctl --user enable --now pipewire-pulse") }
             personCanRecord = portal && types & 1 != 0 && pipewire
             lines.append("The person's recordings and broadcasts: \(personCanRecord ? "yes, through the portal (the desktop asks which screen the first time)" : "no, until what is missing above is there")")
-            lines.append("Apps' own sessions: no: \(WaylandSupport.appSessionsUnavailable(environment: environment))")
+            if WaylandSupport.appSessionsPossible(environment: environment) {
+                // GNOME: the extension must run (it answers replayd only: here we see whether its name is owned).
+                var message = [CChar](repeating: 0, count: 400)
+                let shell = ork_gnome_shell_open(nil, &message, message.count)
+                defer { ork_gnome_shell_close(shell) }
+                let running = shell.map { ork_gnome_shell_running($0) == 1 } ?? false
+                let mutter = shell.map { ork_mutter_screencast_version($0) } ?? 0
+                lines.append(running ? "  ok    OpenReplayKit's GNOME Shell extension (\(WaylandSupport.gnomeExtensionUUID))"
+                                     : "  MISSING  OpenReplayKit's GNOME Shell extension (\(WaylandSupport.gnomeExtensionUUID)) is not enabled")
+                lines.append(mutter > 0 ? "  ok    Mutter's screen cast, version \(mutter)" : "  MISSING  Mutter's screen cast (org.gnome.Mutter.ScreenCast) does not answer")
+                if !running { fixes.append(WaylandSupport.gnomeExtensionEnableCommand + "   (installed by `make install`; log out and in again if GNOME does not know it yet)") }
+                lines.append(running && mutter > 0
+                    ? "Apps' own sessions: yes, each app's own windows through the extension and Mutter's per-window screen cast (GNOME shows its screencast indicator)"
+                    : "Apps' own sessions: no: \(WaylandSupport.appSessionsUnavailable(environment: environment))")
+            } else {
+                lines.append("Apps' own sessions: no: \(WaylandSupport.appSessionsUnavailable(environment: environment))")
+            }
             lines.append("Protected content: protected sound is left out of every session; protected windows are not yet blanked in the person's Wayland recordings (no Wayland protocol names a window to leave out)")
         }
         for line in lines { print(line) }

@@ -171,6 +171,10 @@ struct Record: AsyncParsableCommand {
             }
             group.cancelAll()
             line.clear()
+            // What the end adds to the start's warnings ("stopped by the person from the desktop's …").
+            for warning in result.0?.warnings ?? [] where !(started?.warnings ?? []).contains(warning) {
+                printError("replay: \(warning)")
+            }
             return result
         }
     }

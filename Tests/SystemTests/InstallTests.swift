@@ -33,6 +33,9 @@ extension SystemTests {
             "share/openreplaykit/extensions/org.openreplaykit.reference.orkextension/manifest.json",
             "share/openreplaykit/extensions/org.openreplaykit.reference.orkextension/icon.png",
             "share/openreplaykit/extensions/org.openreplaykit.reference.orkextension/replay-extension-reference",
+            // GNOME Shell 43 here: the 43/44 build of the extension that names an app's windows to replayd.
+            "share/gnome-shell/extensions/openreplaykit@openreplaykit.org/metadata.json",
+            "share/gnome-shell/extensions/openreplaykit@openreplaykit.org/extension.js",
         ]
 
         @Test("make install DESTDIR=…: every file in place and working; make uninstall removes them", .timeLimit(.minutes(20)))

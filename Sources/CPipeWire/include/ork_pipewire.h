@@ -28,8 +28,9 @@ typedef struct {
 } ork_pw_picture;
 
 /* Connects to the PipeWire remote `fd` (taken: closed with the stream; -1: the user's own daemon)
- * and consumes the video node `node` as shared-memory buffers. NULL with a message on failure. */
-ork_pw_video *ork_pw_video_open(int fd, uint32_t node, const char *name, char *error, size_t error_size);
+ * and consumes the video node `node` as shared-memory buffers, at most `max_fps` pictures a second
+ * (the compositor renders no more into the stream). NULL with a message on failure. */
+ork_pw_video *ork_pw_video_open(int fd, uint32_t node, int max_fps, const char *name, char *error, size_t error_size);
 
 /* Blocks until a picture newer than `seen` has arrived or the stream ended, or until `deadline_ns`
  * (CLOCK_MONOTONIC). 1: a newer picture; 0: the deadline passed; -1: the stream ended (see ork_pw_video_error). */
@@ -46,5 +47,14 @@ const char *ork_pw_video_error(ork_pw_video *video);
 
 /* Stops the thread, disconnects, frees. */
 void ork_pw_video_close(ork_pw_video *video);
+
+/* Watches the user's PipeWire graph for the compositor's screen-cast streams (GNOME Shell's, KWin's,
+ * xdg-desktop-portal-wlr's) being read by anyone: replayd, a browser sharing the screen, OBS.
+ * `changed` is called on PipeWire's thread with 1 when the first such consumer appears and 0 when
+ * the last one goes (and once at the start). NULL with a message when PipeWire cannot be reached. */
+typedef struct ork_pw_watch ork_pw_watch;
+typedef void (*ork_pw_watch_changed)(void *context, int captured);
+ork_pw_watch *ork_pw_watch_open(ork_pw_watch_changed changed, void *context, char *error, size_t error_size);
+void ork_pw_watch_close(ork_pw_watch *watch);
 
 #endif
