@@ -38,6 +38,7 @@ bench-tools: release
 	$(SWIFT) build -c release --product replay-bench
 	$(SWIFT) build -c release --product replay-ring
 	$(SWIFT) build -c release --product replay-testapp
+	$(SWIFT) build -c release --product replay-wayland-bench
 
 ## test: install what tests need, build, run every test (unit, in-process C, whole system).
 ## Five runs, each with the machine to itself: the unit and in-process tests; the broadcast service

@@ -210,6 +210,11 @@ let package = Package(
                                                                .product(name: "Logging", package: "swift-log")],
                           path: "Benchmarks/ReplayBench", swiftSettings: swiftSettings),
 
+        // replayd's Wayland recording beside GNOME Shell's own recorder on a headless GNOME Shell.
+        .executableTarget(name: "replay-wayland-bench", dependencies: ["ReplayTesting",
+                                                                        .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          path: "Benchmarks/WaylandBench", swiftSettings: swiftSettings),
+
         // MARK: Test support: real X content and sound, real servers.
         .executableTarget(name: "replay-testcontent",
                           dependencies: ["CXCB", "CPulse", .product(name: "ArgumentParser", package: "swift-argument-parser")],

@@ -16,6 +16,8 @@
 #                   → live at the ingest, both shipped extensions' memory at 1080p30)
 #   BENCH_GLASS     0 skips issue 16's viewer figures (Benchmarks/glass.py: broadcast start -> playing in
 #                   headless Chromium, glass-to-glass through the reference extension and the service)
+#   BENCH_WAYLAND   0 skips issue 27's Wayland figures (Benchmarks/WaylandBench: replayd through the portal
+#                   beside GNOME Shell's own recorder on a headless GNOME Shell, 1080p30)
 #   BENCH_BEFORE    1 adds, in every pair, ours with libx264 through libavcodec (not told which
 #                   macroblocks did not change: the encoder before the damage map), and its ratio
 set -euo pipefail
@@ -147,6 +149,13 @@ fi
 if [ "${BENCH_GLASS:-1}" != 0 ]; then
   echo
   ORK_BIN_DIR="$BIN" python3 "$HERE/glass.py"
+fi
+
+# Issue 27 on Wayland: replayd through the portal beside GNOME Shell's own recorder on a headless
+# GNOME Shell, the same content for both (Benchmarks/WaylandBench).
+if [ "${BENCH_WAYLAND:-1}" != 0 ]; then
+  echo
+  ORK_BIN_DIR="$BIN" "$BIN/replay-wayland-bench" --seconds "${BENCH_WAYLAND_SECONDS:-10}" --pairs "${BENCH_WAYLAND_PAIRS:-3}"
 fi
 
 compare "full motion 1080p30" 0.75 --full-motion --no-audio
