@@ -23,7 +23,7 @@ import Glibc
 /// group, then any process left with this session's `XDG_RUNTIME_DIR`) and removes the folder,
 /// however the body ends. On 2 cores the session takes 15–100 s to come up; every wait is bounded
 /// by ``Configuration/startTimeout`` and a failure quotes the compositor's log.
-public final class GnomeSession: Sendable {
+public final class GnomeSession: DesktopRig {
     public struct Configuration: Sendable {
         /// The virtual monitor's size.
         public var width: Int
@@ -264,18 +264,9 @@ public final class GnomeSession: Sendable {
         }
     }
 
-    /// Starts a session, runs `body` with it and tears it down, also when `body` throws.
-    public static func with<T: Sendable>(_ configuration: Configuration = Configuration(), logger: Logger = .harness,
-                                         _ body: (GnomeSession) async throws -> T) async throws -> T {
-        let session = try await start(configuration, logger: logger)
-        do {
-            let result = try await body(session)
-            await session.tearDown()
-            return result
-        } catch {
-            await session.tearDown()
-            throw error
-        }
+    /// Starts a session with the default configuration, runs `body` with it and tears it down (``DesktopRig``).
+    public static func with<T: Sendable>(logger: Logger = .harness, _ body: (GnomeSession) async throws -> T) async throws -> T {
+        try await with(Configuration(), logger: logger, body)
     }
 
     /// Stops the clients, then gnome-shell, PipeWire and the buses (each one's whole process group:

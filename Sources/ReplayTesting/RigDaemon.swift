@@ -1,5 +1,5 @@
 import Foundation
-import Logging
+public import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -95,6 +95,29 @@ enum ProcessGroup {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             guard fields.count > 2, let pgrp = Int32(fields[2]) else { return false }
             return pgrp == group && !(fields[0] == "Z" || fields[0] == "X")
+        }
+    }
+}
+
+/// A private desktop session a test starts and always tears down (``GnomeSession``, ``SwaySession``).
+public protocol DesktopRig: Sendable {
+    associatedtype Configuration: Sendable
+    static func start(_ configuration: Configuration, logger: Logger) async throws -> Self
+    func tearDown() async
+}
+
+extension DesktopRig {
+    /// Starts a session, runs `body` with it and tears it down, also when `body` throws.
+    public static func with<T: Sendable>(_ configuration: Configuration, logger: Logger = .harness,
+                                         _ body: (Self) async throws -> T) async throws -> T {
+        let session = try await start(configuration, logger: logger)
+        do {
+            let result = try await body(session)
+            await session.tearDown()
+            return result
+        } catch {
+            await session.tearDown()
+            throw error
         }
     }
 }

@@ -29,7 +29,7 @@ import Glibc
 /// Use ``with(_:logger:_:)``: it stops every process the session started (each one's process
 /// group, then any process left with this session's `XDG_RUNTIME_DIR`) and removes the folder,
 /// however the body ends.
-public final class SwaySession: Sendable {
+public final class SwaySession: DesktopRig {
     public struct Configuration: Sendable {
         /// The output's size.
         public var width: Int
@@ -268,18 +268,9 @@ public final class SwaySession: Sendable {
         }
     }
 
-    /// Starts a session, runs `body` with it and tears it down, also when `body` throws.
-    public static func with<T: Sendable>(_ configuration: Configuration = Configuration(), logger: Logger = .harness,
-                                         _ body: (SwaySession) async throws -> T) async throws -> T {
-        let session = try await start(configuration, logger: logger)
-        do {
-            let result = try await body(session)
-            await session.tearDown()
-            return result
-        } catch {
-            await session.tearDown()
-            throw error
-        }
+    /// Starts a session with the default configuration, runs `body` with it and tears it down (``DesktopRig``).
+    public static func with<T: Sendable>(logger: Logger = .harness, _ body: (SwaySession) async throws -> T) async throws -> T {
+        try await with(Configuration(), logger: logger, body)
     }
 
     /// Stops the clients, then sway, PipeWire and the bus (each one's whole process group: the

@@ -196,7 +196,7 @@ struct ExtensionProcessMachineTests {
     }
 
     @Test func anExitAfterItsAnswerIsNone() {
-        var clock = TestClock()
+        let clock = TestClock()
         var setup = Machine(pid: 77, identity: Self.setup, limits: .setup, launchedAt: clock.now)
         _ = setup.attachRequested(at: clock.now)
         // It completed: its answer is the release.

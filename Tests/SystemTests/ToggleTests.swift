@@ -38,7 +38,7 @@ extension SystemTests {
         func errorWithoutDisplay() async throws {
             try await TestEnvironment.with(.init(content: nil)) { environment in
                 let result = try await environment.replay(["toggle", "--notify"], environment: ["DISPLAY": nil], timeout: .seconds(30))
-                #expect(result.status == 1 && result.stderr.contains("no X display"), "\(result)")
+                #expect(result.status == 1 && result.stderr.contains("neither WAYLAND_DISPLAY nor DISPLAY is set"), "\(result)")
             }
         }
     }

@@ -29,6 +29,7 @@ import warnings
 import gi
 gi.require_version('Atspi', '2.0')
 from gi.repository import Atspi, Gio, GLib
+from accessible import log, children, name
 
 warnings.filterwarnings('ignore', category=DeprecationWarning)
 
@@ -38,29 +39,11 @@ SC = 'org.gnome.Mutter.ScreenCast'
 BTN_LEFT = 0x110
 
 
-def log(*parts):
-    print(*parts, file=sys.stderr, flush=True)
-
-
-def children(node):
-    try:
-        return [c for c in (node.get_child_at_index(i) for i in range(node.get_child_count())) if c is not None]
-    except GLib.Error:
-        return []
-
-
 def states(node):
     try:
         return {Atspi.StateType(s).value_nick for s in node.get_state_set().get_states()}
     except (GLib.Error, ValueError):
         return set()
-
-
-def name(node):
-    try:
-        return node.get_name() or ''
-    except GLib.Error:
-        return ''
 
 
 def shell():
