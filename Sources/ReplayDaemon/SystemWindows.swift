@@ -22,9 +22,7 @@ import Glibc
 ///   `{"action":"start","identifier":ID,"microphone":true|false}` (ID one of FILE's) or
 ///   `{"action":"cancelled"}` (Escape, Cancel, closing the window; an empty list offers only Cancel).
 package enum SystemWindows {
-    package enum ConsentAnswer: String, Sendable, Equatable, Decodable {
-        case allow, deny
-    }
+    package typealias ConsentAnswer = SystemWindowAnswer.Consent.Answer
 
     /// What the consent prompt names: the app (its `.desktop` entry's name and icon, else its
     /// executable's name) and what it asks for.
@@ -89,24 +87,19 @@ package enum SystemWindows {
         if let icon = request.appIconPath { arguments += ["--app-icon", icon] }
         if request.microphone { arguments.append("--microphone") }
         if let service = request.serviceName { arguments += ["--service", service] }
-        struct Answer: Decodable { var answer: ConsentAnswer }
-        return try await run(arguments, paths: paths, as: Answer.self).answer
+        return try await run(arguments, paths: paths, as: SystemWindowAnswer.Consent.self).answer
     }
 
     /// Shows the preview of `file` and waits until the person saves, shares or cancels it.
     package static func preview(file: String, saveFolder: String, display: String,
                                 paths: ControlPaths) async throws(ReplayError) -> PreviewOutcome {
-        struct Outcome: Decodable {
-            var action: String
-            var path: String?
-        }
         let outcome = try await run(["preview", "--display", display, "--file", file, "--save-folder", saveFolder],
-                                    paths: paths, as: Outcome.self)
+                                    paths: paths, as: SystemWindowAnswer.Preview.self)
         switch (outcome.action, outcome.path) {
-        case ("saved", let path?): return .saved(path: path)
-        case ("shared", let path?): return .shared(path: path)
-        case ("cancelled", _): return .cancelled
-        default: throw ReplayError(.internal, "replay-ui answered an unknown preview action \"\(outcome.action)\"")
+        case (.saved, let path?): return .saved(path: path)
+        case (.shared, let path?): return .shared(path: path)
+        case (.cancelled, _): return .cancelled
+        default: throw ReplayError(.internal, "replay-ui answered \"\(outcome.action)\" without the file's path")
         }
     }
 
@@ -129,20 +122,15 @@ package enum SystemWindows {
         } catch {
             throw ReplayError(.internal, "cannot write the picker's list of services to \(servicesFile): \(error)")
         }
-        struct Outcome: Decodable {
-            var action: String
-            var identifier: String?
-            var microphone: Bool?
-        }
         var arguments = ["picker", "--display", display, "--services", servicesFile]
         if microphone { arguments.append("--microphone") }
         if !showsMicrophoneButton { arguments.append("--no-microphone-button") }
-        let outcome = try await run(arguments, paths: paths, as: Outcome.self)
+        let outcome = try await run(arguments, paths: paths, as: SystemWindowAnswer.Picker.self)
         switch (outcome.action, outcome.identifier) {
-        case ("start", let identifier?) where services.contains(where: { $0.identifier == identifier }):
+        case (.start, let identifier?) where services.contains(where: { $0.identifier == identifier }):
             return PickerChoice(identifier: identifier, microphone: outcome.microphone ?? false)
-        case ("cancelled", _): return nil
-        default: throw ReplayError(.internal, "replay-ui answered an unknown picker action \"\(outcome.action)\" (\(outcome.identifier ?? "no service"))")
+        case (.cancelled, _): return nil
+        default: throw ReplayError(.internal, "replay-ui answered \"\(outcome.action)\" with a service not offered (\(outcome.identifier ?? "none"))")
         }
     }
 

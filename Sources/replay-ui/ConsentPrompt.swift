@@ -1,5 +1,6 @@
 import Foundation
 import ReplayGtk
+import ReplayIPC
 
 /// The consent prompt, worded as iOS's: "Allow “NAME” to record the screen?" (for an app's broadcast,
 /// the pairing: "Allow “NAME” to broadcast itself to “SERVICE”?"), with the app's icon,
@@ -96,7 +97,7 @@ final class ConsentPrompt {
     private func finish(allowed: Bool) {
         guard !answered else { return }
         answered = true
-        Answer.write(["answer": allowed ? "allow" : "deny"])
+        Answer.write(SystemWindowAnswer.Consent(answer: allowed ? .allow : .deny))
         window.destroy()
         Gtk.quit()
     }

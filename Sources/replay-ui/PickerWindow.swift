@@ -1,5 +1,6 @@
 import Foundation
 import ReplayGtk
+import ReplayIPC
 
 /// One broadcast service the picker offers: an installed upload extension, as the `--services` file
 /// lists it (`SystemWindows.PickerService` writes it).
@@ -161,10 +162,10 @@ final class PickerWindow {
         if start {
             guard let index = list.selectedIndex, services.indices.contains(index) else { return }
             answered = true
-            Answer.write(["action": "start", "identifier": services[index].identifier, "microphone": microphoneCheck.isActive])
+            Answer.write(SystemWindowAnswer.Picker(action: .start, identifier: services[index].identifier, microphone: microphoneCheck.isActive))
         } else {
             answered = true
-            Answer.write(["action": "cancelled"])
+            Answer.write(SystemWindowAnswer.Picker(action: .cancelled))
         }
         window.destroy()
         Gtk.quit()

@@ -226,7 +226,7 @@ final class PreviewWindow {
             status.text = "Cannot create \(saveFolder): \(error.localizedDescription)"
             return
         }
-        export(to: VideosFolder.unusedRecordingPath(in: saveFolder, at: Date()), action: "saved")
+        export(to: VideosFolder.unusedRecordingPath(in: saveFolder, at: Date()), action: .saved)
     }
 
     private func share() {
@@ -239,7 +239,7 @@ final class PreviewWindow {
         dialog.show { [weak self] path in
             guard let self else { return }
             self.shareDialog = nil
-            if let path { self.export(to: path, action: "shared") }
+            if let path { self.export(to: path, action: .shared) }
         }
     }
 
@@ -248,12 +248,12 @@ final class PreviewWindow {
         finished = true
         media.pause()
         unlink(file)
-        Answer.write(["action": "cancelled"])
+        Answer.write(SystemWindowAnswer.Preview(action: .cancelled))
         close()
     }
 
     /// Writes the kept part to `path` (the whole file moved when nothing is trimmed), then answers.
-    private func export(to path: String, action: String) {
+    private func export(to path: String, action: SystemWindowAnswer.Preview.Action) {
         media.pause()
         window.isSensitive = false
         status.text = "Saving…"
@@ -272,7 +272,7 @@ final class PreviewWindow {
             return
         }
         finished = true
-        Answer.write(["action": action, "path": path])
+        Answer.write(SystemWindowAnswer.Preview(action: action, path: path))
         close()
     }
 

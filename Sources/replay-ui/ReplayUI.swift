@@ -152,10 +152,12 @@ private func absolute(_ path: String) -> String {
     return (full as NSString).standardizingPath
 }
 
-/// The one answer on standard output.
+/// The one answer on standard output, in the types replayd decodes (`SystemWindowAnswer`).
 enum Answer {
-    static func write(_ object: [String: Any]) {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+    static func write(_ answer: some Encodable) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(answer)) ?? Data("{}".utf8)
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 }
