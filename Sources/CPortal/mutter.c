@@ -2,6 +2,7 @@
 // list, Mutter's ScreenCast for each window's pixels. Signals are subscribed to before the calls
 // that cause them, on a private main context that only this file iterates.
 #include "ork_mutter.h"
+#include "bus.h"
 
 #include <gio/gio.h>
 #include <stdio.h>
@@ -64,25 +65,13 @@ static void dispatch(ork_gnome_shell *shell)
 
 ork_gnome_shell *ork_gnome_shell_open(const char *bus_address, char *error, size_t error_size)
 {
-    GError *e = NULL;
-    gchar *address = bus_address && *bus_address ? g_strdup(bus_address)
-                                                  : g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, &e);
-    if (!address) {
-        snprintf(error, error_size, "no D-Bus session bus: %s", e ? e->message : "");
-        if (e) g_error_free(e);
-        return NULL;
-    }
     ork_gnome_shell *shell = g_new0(ork_gnome_shell, 1);
     shell->references = 1;
     shell->context = g_main_context_new();
     g_main_context_push_thread_default(shell->context);
     // A connection of our own: Mutter ends our sessions when it closes.
-    shell->bus = g_dbus_connection_new_for_address_sync(address,
-        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &e);
-    g_free(address);
+    shell->bus = ork_private_session_bus(bus_address, error, error_size);
     if (!shell->bus) {
-        snprintf(error, error_size, "cannot reach the D-Bus session bus: %s", e->message);
-        g_error_free(e);
         g_main_context_pop_thread_default(shell->context);
         shell_release(shell);
         return NULL;

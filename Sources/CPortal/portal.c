@@ -3,6 +3,7 @@
 // signal is subscribed to before the call (the portal may answer at once), on a private main context
 // that only this file iterates.
 #include "ork_portal.h"
+#include "bus.h"
 
 #include <gio/gio.h>
 #include <gio/gunixfdlist.h>
@@ -133,6 +134,26 @@ static guint32 screencast_property(struct ork_portal_cast *c, const char *name, 
     return result;
 }
 
+GDBusConnection *ork_private_session_bus(const char *bus_address, char *error, size_t error_size)
+{
+    GError *e = NULL;
+    gchar *address = bus_address && *bus_address ? g_strdup(bus_address)
+                                                  : g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, &e);
+    if (!address) {
+        snprintf(error, error_size, "no D-Bus session bus: %s", e ? e->message : "DBUS_SESSION_BUS_ADDRESS is not set");
+        if (e) g_error_free(e);
+        return NULL;
+    }
+    GDBusConnection *bus = g_dbus_connection_new_for_address_sync(address,
+        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &e);
+    g_free(address);
+    if (!bus) {
+        snprintf(error, error_size, "cannot reach the D-Bus session bus: %s", e->message);
+        g_error_free(e);
+    }
+    return bus;
+}
+
 ork_portal_cast *ork_portal_cast_open(const char *bus_address, const char *restore_token, int timeout_ms,
                                       int *status, char *error, size_t error_size)
 {
@@ -142,18 +163,9 @@ ork_portal_cast *ork_portal_cast_open(const char *bus_address, const char *resto
     g_main_context_push_thread_default(c->context);
     *status = ORK_PORTAL_OK;
     GError *e = NULL;
-    gchar *address = bus_address && *bus_address ? g_strdup(bus_address)
-                                                  : g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, &e);
-    if (!address) {
-        fail(status, ORK_PORTAL_UNAVAILABLE, error, error_size, "no D-Bus session bus: %s", e ? e->message : "");
-        goto failed;
-    }
-    // A connection of our own: the portal ends our sessions when it closes.
-    c->bus = g_dbus_connection_new_for_address_sync(address,
-        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &e);
-    g_free(address);
+    c->bus = ork_private_session_bus(bus_address, error, error_size);
     if (!c->bus) {
-        fail(status, ORK_PORTAL_UNAVAILABLE, error, error_size, "cannot reach the D-Bus session bus: %s", e->message);
+        *status = ORK_PORTAL_UNAVAILABLE;
         goto failed;
     }
     int ok = 0;
@@ -314,22 +326,9 @@ int ork_portal_probe(const char *bus_address, uint32_t *version, uint32_t *sourc
                      char *error, size_t error_size)
 {
     struct ork_portal_cast c = { 0 };
-    GError *e = NULL;
-    gchar *address = bus_address && *bus_address ? g_strdup(bus_address)
-                                                  : g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, &e);
-    if (!address) {
-        snprintf(error, error_size, "no D-Bus session bus: %s", e ? e->message : "DBUS_SESSION_BUS_ADDRESS is not set");
-        if (e) g_error_free(e);
+    c.bus = ork_private_session_bus(bus_address, error, error_size);
+    if (!c.bus)
         return 0;
-    }
-    c.bus = g_dbus_connection_new_for_address_sync(address,
-        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &e);
-    g_free(address);
-    if (!c.bus) {
-        snprintf(error, error_size, "cannot reach the D-Bus session bus: %s", e->message);
-        g_error_free(e);
-        return 0;
-    }
     int ok = 0;
     *version = screencast_property(&c, "version", &ok);
     if (ok) {
