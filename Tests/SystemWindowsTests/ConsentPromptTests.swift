@@ -86,7 +86,7 @@ extension SystemWindowsTests {
                 let state = try await ProcessRunner.run("xprop", arguments: ["-id", window, "_NET_WM_STATE"],
                                                         environment: desktop.environment.environment, timeout: .seconds(5))
                 #expect(state.stdout.contains("_NET_WM_STATE_ABOVE"), "\(state.stdout)")
-                try await Task.sleep(for: .milliseconds(500))
+                try await desktop.waitUntilDrawn(window)
                 let shot = try await desktop.screenshot(of: window, name: "consent")
                 #expect(shot.width >= 300 && shot.height >= 150)
                 #expect(distinctColours(shot) > 20, "the prompt looks blank")

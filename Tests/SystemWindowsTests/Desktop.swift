@@ -103,6 +103,22 @@ struct Desktop {
         throw HarnessError("window \(window) did not get the focus (\(last))")
     }
 
+    /// Waits until `window` is drawn and laid out: its pixels have more than `colours` colours and two
+    /// grabs a tenth of a second apart agree. A click before that can land on a widget still moving.
+    func waitUntilDrawn(_ window: String, colours: Int = 20, timeout: Duration = .seconds(15)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var previous: [UInt8] = []
+        var seen = 0
+        while ContinuousClock.now < deadline {
+            let pixels = try await self.pixels(of: window)
+            seen = distinctColours(pixels)
+            if seen > colours && pixels.pixels == previous { return }
+            previous = pixels.pixels
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw HarnessError("window \(window) was not drawn within \(timeout) (\(seen) colours)")
+    }
+
     struct Geometry: Sendable { var x, y, width, height: Int }
 
     /// Where the window's inside is on the screen (`xwininfo`'s absolute position: xdotool's is off by
@@ -144,14 +160,21 @@ struct Desktop {
             "-frames:v", "1", path,
         ], environment: environment.environment, timeout: .seconds(20))
         guard grab.succeeded else { throw HarnessError("screenshot failed: \(grab)") }
+        return try await pixels(of: window)
+    }
+
+    /// The window's pixels, cut from a grab of the whole screen.
+    private func pixels(of window: String) async throws -> RGBImage {
+        let frame = try await geometry(of: window)
         let shot = try await environment.xvfb.screenshot()
+        let width = min(frame.width, shot.width - frame.x)
         var pixels: [UInt8] = []
         pixels.reserveCapacity(frame.width * frame.height * 3)
         for row in frame.y..<min(frame.y + frame.height, shot.height) {
             let start = (row * shot.width + frame.x) * 3
-            pixels += shot.pixels[start..<(start + min(frame.width, shot.width - frame.x) * 3)]
+            pixels += shot.pixels[start..<(start + width * 3)]
         }
-        return RGBImage(width: min(frame.width, shot.width - frame.x), height: pixels.count / 3 / max(1, min(frame.width, shot.width - frame.x)), pixels: pixels)
+        return RGBImage(width: width, height: pixels.count / 3 / max(1, width), pixels: pixels)
     }
 
     /// The one line `replay-ui` printed (its JSON answer as it is), after it exited 0.

@@ -50,6 +50,7 @@ extension SystemWindowsTests {
                 do {
                     let window = try await desktop.waitForWindow(classNamed: "openreplaykit-picker", of: ui)
                     try await desktop.waitForFocus(window)
+                    try await desktop.waitUntilDrawn(window)
                     try await act(desktop, window)
                     return try Answer.decode(try await desktop.answerLine(of: ui))
                 } catch {
@@ -89,8 +90,6 @@ extension SystemWindowsTests {
         @Test func keysWorkWhereverTheFocusIs() async throws {
             let started = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
-                // Laid out before the click (a click on a loaded machine could come first and be lost).
-                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
                 try await Task.sleep(for: .milliseconds(200))
                 try await desktop.xdotool(["key", "--delay", "100", "Down", "Down", "Up", "Return"])
@@ -98,8 +97,6 @@ extension SystemWindowsTests {
             #expect(started == .start("org.openreplaykit.rtmp", microphone: true))
             let toggledBack = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
-                // Laid out before the click (a click on a loaded machine could come first and be lost).
-                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
                 try await Task.sleep(for: .milliseconds(200))
                 try await desktop.xdotool(["key", "--delay", "100", "space", "Return"])
@@ -107,8 +104,6 @@ extension SystemWindowsTests {
             #expect(toggledBack == .start("org.openreplaykit.reference", microphone: false))
             let cancelled = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
-                // Laid out before the click (a click on a loaded machine could come first and be lost).
-                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: 40, y: PickerLayout(height: frame.height).microphone)
                 try await Task.sleep(for: .milliseconds(200))
                 try await desktop.xdotool(["key", "Escape"])
@@ -144,8 +139,6 @@ extension SystemWindowsTests {
         @Test func clickingCancelCancels() async throws {
             let answer = try await picker { desktop, window in
                 let frame = try await desktop.geometry(of: window)
-                // As for the Microphone box: a click before the layout is done is lost.
-                try await Task.sleep(for: .milliseconds(500))
                 try await desktop.click(in: window, x: frame.width / 4, y: PickerLayout(height: frame.height).buttons)
             }
             #expect(answer == .cancelled)

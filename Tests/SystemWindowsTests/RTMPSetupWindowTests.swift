@@ -46,7 +46,7 @@ extension SystemWindowsTests {
             let window = try await desktop.waitForWindow(classNamed: "openreplaykit-rtmp-setup", of: broadcast)
             try await desktop.waitForFocus(window)
             #expect(try await desktop.xdotool(["getwindowname", window]) == "RTMP Broadcast")
-            try await Task.sleep(for: .milliseconds(500))
+            try await desktop.waitUntilDrawn(window)
             // Return with empty fields does not start: the window says what is missing and stays.
             try await desktop.xdotool(["key", "Return"])
             try await Task.sleep(for: .milliseconds(300))
@@ -81,7 +81,7 @@ extension SystemWindowsTests {
             let again = try environment.startReplay(["broadcast", "--service", "org.openreplaykit.rtmp"], environment: env)
             let second = try await desktop.waitForWindow(classNamed: "openreplaykit-rtmp-setup", of: again)
             try await desktop.waitForFocus(second)
-            try await Task.sleep(for: .milliseconds(500))
+            try await desktop.waitUntilDrawn(second)
             let prefilled = try await desktop.screenshot(of: second, name: "rtmp-setup-prefilled")
             #expect(distinctColours(prefilled) > 30)
             try await desktop.xdotool(["key", "Escape"])
