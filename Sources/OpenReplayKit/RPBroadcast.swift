@@ -5,7 +5,7 @@ import Synchronization
 // MARK: - RPBroadcastActivityViewController
 
 /// Told what the person chose in the broadcast picker.
-public protocol RPBroadcastActivityViewControllerDelegate: AnyObject, Sendable {
+public protocol RPBroadcastActivityViewControllerDelegate: AnyObject {
     /// The picker closed: a controller for the chosen service (not started yet: call
     /// `startBroadcast`), or an error (`userDeclined` when the person cancelled).
     func broadcastActivityViewController(_ broadcastActivityViewController: RPBroadcastActivityViewController,
@@ -27,7 +27,7 @@ public protocol RPBroadcastActivityViewControllerDelegate: AnyObject, Sendable {
 /// ```
 public final class RPBroadcastActivityViewController: Sendable {
     private struct State {
-        weak var delegate: (any RPBroadcastActivityViewControllerDelegate)?
+        var delegate = WeakDelegate()
         var presented = false
     }
 
@@ -43,8 +43,11 @@ public final class RPBroadcastActivityViewController: Sendable {
 
     /// Weak, as on iOS.
     public var delegate: (any RPBroadcastActivityViewControllerDelegate)? {
-        get { state.withLock { $0.delegate } }
-        set { state.withLock { $0.delegate = newValue } }
+        get { state.withLock { $0.delegate }.value as? any RPBroadcastActivityViewControllerDelegate }
+        set {
+            let box = WeakDelegate(newValue)
+            state.withLock { $0.delegate = box }
+        }
     }
 
     /// Gives the picker for every installed service (fails without a display).
@@ -113,12 +116,15 @@ public final class RPBroadcastActivityViewController: Sendable {
 
 /// Told how the app's broadcast goes. Every method has a default implementation (they are optional
 /// on iOS); they are called on a thread of the library's own.
-public protocol RPBroadcastControllerDelegate: AnyObject, Sendable {
+public protocol RPBroadcastControllerDelegate: AnyObject {
     /// The broadcast ended without the app finishing it: the extension failed or gave up
     /// (`finishBroadcastWithError`, its reason in the error's words), the person broadcast or recorded
     /// the screen (`interrupted`), or stopped it with the indicator.
     func broadcastController(_ broadcastController: RPBroadcastController, didFinishWithError error: (any Error)?)
-    /// The extension's `updateServiceInfo` (viewers, comments), as strings.
+    /// The extension's `updateServiceInfo` (viewers, comments), as iOS gives it (`NSString` values).
+    /// By default this calls the `[String: String]` form below, so a delegate may implement either.
+    func broadcastController(_ broadcastController: RPBroadcastController, didUpdateServiceInfo serviceInfo: [String: any NSCoding & NSObjectProtocol])
+    /// The same as strings.
     func broadcastController(_ broadcastController: RPBroadcastController, didUpdateServiceInfo serviceInfo: [String: String])
     /// The extension's `updateBroadcastURL`: where viewers watch.
     func broadcastController(_ broadcastController: RPBroadcastController, didUpdateBroadcast broadcastURL: URL)
@@ -126,6 +132,11 @@ public protocol RPBroadcastControllerDelegate: AnyObject, Sendable {
 
 extension RPBroadcastControllerDelegate {
     public func broadcastController(_ broadcastController: RPBroadcastController, didFinishWithError error: (any Error)?) {}
+    public func broadcastController(_ broadcastController: RPBroadcastController, didUpdateServiceInfo serviceInfo: [String: any NSCoding & NSObjectProtocol]) {
+        var strings: [String: String] = [:]
+        for (key, value) in serviceInfo { strings[key] = value.description }
+        self.broadcastController(broadcastController, didUpdateServiceInfo: strings)
+    }
     public func broadcastController(_ broadcastController: RPBroadcastController, didUpdateServiceInfo serviceInfo: [String: String]) {}
     public func broadcastController(_ broadcastController: RPBroadcastController, didUpdateBroadcast broadcastURL: URL) {}
 }
@@ -142,7 +153,7 @@ public final class RPBroadcastController: Sendable {
     private enum Phase { case ready, starting, broadcasting, finishing }
 
     private struct State {
-        weak var delegate: (any RPBroadcastControllerDelegate)?
+        var delegate = WeakDelegate()
         var phase = Phase.ready
         var isPaused = false
         var broadcastURL: URL?
@@ -169,8 +180,11 @@ public final class RPBroadcastController: Sendable {
 
     /// Weak, as on iOS.
     public var delegate: (any RPBroadcastControllerDelegate)? {
-        get { state.withLock { $0.delegate } }
-        set { state.withLock { $0.delegate = newValue } }
+        get { state.withLock { $0.delegate }.value as? any RPBroadcastControllerDelegate }
+        set {
+            let box = WeakDelegate(newValue)
+            state.withLock { $0.delegate = box }
+        }
     }
 
     /// True from the start until the broadcast ends, paused or not.
@@ -284,16 +298,20 @@ public final class RPBroadcastController: Sendable {
     }
 
     private func apply(_ update: BroadcastUpdatedEvent) {
-        let (url, info, delegate): (URL?, [String: String]?, (any RPBroadcastControllerDelegate)?) = state.withLock { state in
-            guard state.phase == .starting || state.phase == .broadcasting else { return (nil, nil, nil) }
+        let (url, info, box): (URL?, [String: String]?, WeakDelegate) = state.withLock { state in
+            guard state.phase == .starting || state.phase == .broadcasting else { return (nil, nil, WeakDelegate()) }
             let url = update.broadcastURL.flatMap(URL.init(string:)).flatMap { $0 == state.broadcastURL ? nil : $0 }
             let info = update.serviceInfo.flatMap { $0 == state.serviceInfo ? nil : $0 }
             if let url { state.broadcastURL = url }
             if let info { state.serviceInfo = info }
             return (url, info, state.delegate)
         }
+        let delegate = box.value as? any RPBroadcastControllerDelegate
         if let url { delegate?.broadcastController(self, didUpdateBroadcast: url) }
-        if let info { delegate?.broadcastController(self, didUpdateServiceInfo: info) }
+        if let info {
+            let objects: [String: any NSCoding & NSObjectProtocol] = info.mapValues { NSString(string: $0) }
+            delegate?.broadcastController(self, didUpdateServiceInfo: objects)
+        }
     }
 
     /// The broadcast ended without the app finishing it: the delegate hears why.
@@ -338,6 +356,12 @@ public final class RPSystemBroadcastPickerView: Sendable {
     private let state = Mutex(State())
 
     public init() {}
+
+    /// iOS's `RPSystemBroadcastPickerView(frame:)`. There is no view to place here (no UIKit): the
+    /// frame is ignored, and the app calls `showPicker()` from its own button.
+    public convenience init(frame: CGRect) {
+        self.init()
+    }
 
     /// Offer only this upload extension (its identifier); nil offers every installed service.
     public var preferredExtension: String? {

@@ -15,8 +15,8 @@ public let RPApplicationInfoIconPathKey = "RPApplicationInfoIconPathKey"
 
 /// The class a broadcast upload extension subclasses (ReplayKit's `RPBroadcastSampleHandler`).
 /// replayd starts the extension's program when the person starts a broadcast to it; the program's
-/// `main.swift` is `RPBroadcastExtensionMain(SampleHandler.self)`, which makes one instance and
-/// calls it:
+/// `main.swift` is `RPBroadcastExtensionMain(SampleHandler.self)`, which makes one instance with its
+/// `init()` and calls it:
 ///
 /// `broadcastStarted(withSetupInfo:)` once, then `processSampleBuffer(_:with:)` for each picture
 /// (NV12 `CVPixelBuffer`) and each chunk of sound (`.audioApp`: what the computer plays; `.audioMic`),
@@ -24,18 +24,24 @@ public let RPApplicationInfoIconPathKey = "RPApplicationInfoIconPathKey"
 /// `broadcastPaused()` / `broadcastResumed()`, and `broadcastFinished()` last, after which the
 /// program leaves. Calls never overlap (one serial queue). A handler that is slow loses whole
 /// pictures (replayd never waits for it), never sound; one that blocks for more than a few seconds
-/// is taken as hung and the broadcast ends.
+/// is taken as hung and the broadcast ends. The main thread runs its run loop, as an iOS
+/// extension's does: `Timer`s on `RunLoop.main` and `DispatchQueue.main` work fire.
 ///
 /// Not `Sendable` (a subclass keeps its own state as it likes): the host calls an instance from
 /// one serial queue only; the `update…`/`finish…` methods may be called from any thread (they only
 /// enqueue a message to replayd).
 ///
-/// `init()` is `required`, because `RPBroadcastExtensionMain` makes the instance from its class: a
-/// handler that sets itself up in `init` writes `required init()` (iOS makes it through the
-/// Objective-C runtime and needs no such word).
+/// A handler sets itself up in `override init()`, as on iOS, or has no initializer of its own.
 open class RPBroadcastSampleHandler: NSObject {
-    public required override init() {
+    public override init() {
         super.init()
+    }
+
+    /// How `RPBroadcastExtensionMain` makes a handler from its class. iOS makes it through the
+    /// Objective-C runtime; here a `required` initializer is the only way, and a convenience one is
+    /// inherited by every subclass that has `override init()` or no initializer, so none writes `required`.
+    public required convenience init(extensionHost: RPBroadcastExtensionHostToken) {
+        self.init()
     }
 
     /// The broadcast starts; `setupInfo` holds what the setup extension (or `replay broadcast
@@ -84,22 +90,45 @@ open class RPBroadcastSampleHandler: NSObject {
     }
 }
 
-/// An upload extension's `main`: runs `handlerType`'s instance for the broadcast replayd started
-/// this program for, and exits when it is over (status 0; 1 when it could not attach).
+/// Only `RPBroadcastExtensionMain` makes one: the argument of the initializer it calls.
+public struct RPBroadcastExtensionHostToken: Sendable {
+    init() {}
+}
+
+/// An upload extension's `main`: runs `handlerType`'s instance (made with its `init()`) for the
+/// broadcast replayd started this program for, and exits when it is over (status 0; 1 when it
+/// could not attach).
 public func RPBroadcastExtensionMain(_ handlerType: RPBroadcastSampleHandler.Type) -> Never {
+    RPBroadcastExtensionMain { handlerType.init(extensionHost: RPBroadcastExtensionHostToken()) }
+}
+
+/// The same for a handler made some other way (one whose initializer takes arguments):
+/// `RPBroadcastExtensionMain { SampleHandler(service: .production) }`. `makeHandler` is called once,
+/// on the main thread, before the broadcast's first call.
+public func RPBroadcastExtensionMain(_ makeHandler: () -> RPBroadcastSampleHandler) -> Never {
     signal(SIGPIPE, SIG_IGN)
     // replayd's limit counts the pages the extension dirtied (Private_Dirty), where a transparent
     // huge page counts whole, however little of it is written. libx264 asks for huge pages for all
     // its big buffers, mostly empty ones too: at 1080p that cost the shipped extensions 6.5 MB
     // (docs/lab-notes/2026-11-24-upload-extensions.md). Without them the limit counts the memory in use.
     TransparentHugePages.disable()
-    let handler = handlerType.init()
+    let handler = makeHandler()
     let host = BroadcastExtensionHost(handler: handler)
     BroadcastExtensionHost.current = host
     Task.detached {
         exit(await host.run())
     }
-    dispatchMain()
+    runMainRunLoop()
+}
+
+/// Runs the main thread's run loop for ever: it also drains the main dispatch queue (and so the
+/// main actor), and unlike `dispatchMain()` it fires `Timer`s scheduled on `RunLoop.main` and
+/// `perform(_:with:afterDelay:)`-style delayed work, which iOS extensions rely on.
+func runMainRunLoop() -> Never {
+    // `run(mode:before:)` returns when a source fires or when the loop has none: loop again.
+    while true {
+        _ = RunLoop.main.run(mode: .default, before: .distantFuture)
+    }
 }
 
 /// The extension's side of the broadcast host: the connection to replayd, the frame ring, and

@@ -24,14 +24,21 @@ import Glibc
 /// `NSLocalizedFailureReasonErrorKey`). The program exits once replayd has the answer.
 ///
 /// `@MainActor`, as `UIViewController` is: everything but `extensionContext`'s answers happens on the
-/// main thread. `init()` is `required`, as for `RPBroadcastSampleHandler`.
+/// main thread, whose run loop runs (`Timer`s on `RunLoop.main`, `DispatchQueue.main`) once
+/// `viewDidLoad` returns. A controller may set itself up in `override init()`.
 @MainActor
 open class RPBroadcastSetupViewController: NSObject {
     /// NSExtensionContext's role: where the answer goes. Set before `viewDidLoad()`.
     public internal(set) var extensionContext: RPBroadcastExtensionContext?
 
-    nonisolated public required override init() {
+    public override init() {
         super.init()
+    }
+
+    /// How `RPBroadcastSetupExtensionMain` makes the controller from its class: inherited by every
+    /// subclass with `override init()` or no initializer (see `RPBroadcastSampleHandler`'s).
+    public required convenience init(extensionHost: RPBroadcastExtensionHostToken) {
+        self.init()
     }
 
     /// Called once, on the main thread, when replayd has said what to set up: show the window here.
@@ -110,13 +117,13 @@ public func RPBroadcastSetupExtensionMain(_ controllerType: RPBroadcastSetupView
     host.service = attached.service
     // `main` runs on the main thread: the main actor's.
     MainActor.assumeIsolated {
-        let controller = controllerType.init()
+        let controller = controllerType.init(extensionHost: RPBroadcastExtensionHostToken())
         controller.extensionContext = RPBroadcastExtensionContext(host: host, application: attached.application)
         controller.viewDidLoad()
         // Kept for as long as the program runs (its window's callbacks may refer to it).
         RPBroadcastSetupViewController.running = controller
     }
-    dispatchMain()
+    runMainRunLoop()
 }
 
 /// The setup extension's side of the connection: attach, then one answer, then exit.

@@ -3,7 +3,7 @@ import ReplayIPC
 import Synchronization
 
 /// Told when the person closes the preview, and what they did with the recording.
-public protocol RPPreviewViewControllerDelegate: AnyObject, Sendable {
+public protocol RPPreviewViewControllerDelegate: AnyObject {
     /// The preview window closed.
     func previewControllerDidFinish(_ previewController: RPPreviewViewController)
     /// What the person did: `RPPreviewViewController.ActivityType.save` or `.share`, or nothing
@@ -27,7 +27,7 @@ public final class RPPreviewViewController: Sendable {
     }
 
     private struct State {
-        weak var delegate: (any RPPreviewViewControllerDelegate)?
+        var delegate = WeakDelegate()
         var presented = false
         var savedPath: String?
     }
@@ -44,8 +44,11 @@ public final class RPPreviewViewController: Sendable {
 
     /// Weak, as on iOS.
     public var previewControllerDelegate: (any RPPreviewViewControllerDelegate)? {
-        get { state.withLock { $0.delegate } }
-        set { state.withLock { $0.delegate = newValue } }
+        get { state.withLock { $0.delegate }.value as? any RPPreviewViewControllerDelegate }
+        set {
+            let box = WeakDelegate(newValue)
+            state.withLock { $0.delegate = box }
+        }
     }
 
     /// Where the person saved or shared the recording, once they have.
@@ -54,6 +57,13 @@ public final class RPPreviewViewController: Sendable {
     /// Shows the preview window; the delegate hears when the person closes it.
     public func present() {
         Task { _ = try? await self.presentAndWait() }
+    }
+
+    /// iOS's `dismiss(animated:completion:)`, which an app calls from `previewControllerDidFinish`.
+    /// The window is replayd's and closes by itself when the person is done: this only calls
+    /// `completion`, at once, on the calling thread.
+    public func dismiss(animated flag: Bool, completion: (() -> Void)? = nil) {
+        completion?()
     }
 
     /// Shows the preview window and returns what the person chose (empty: cancelled).

@@ -3,18 +3,25 @@ import ReplayIPC
 import Synchronization
 
 /// Told when the system stops the app's recording, and when recording becomes available or not.
-/// Both methods have default implementations (they are optional on iOS). They are called on a
+/// Every method has a default implementation (they are optional on iOS). They are called on a
 /// thread of the library's own: hop to your UI's thread before touching widgets.
-public protocol RPScreenRecorderDelegate: AnyObject, Sendable {
+public protocol RPScreenRecorderDelegate: AnyObject {
     /// The system stopped the recording (a system recording interrupted it: `interrupted`, and the
     /// recording is discarded; or it failed). `previewViewController` is nil when nothing was kept.
+    /// By default this calls the iOS 9 form below, as iOS does for a delegate that has only that one.
     func screenRecorder(_ screenRecorder: RPScreenRecorder, didStopRecordingWith previewViewController: RPPreviewViewController?, error: (any Error)?)
+    /// The iOS 9 form of the same (deprecated on iOS, still called there and here).
+    func screenRecorder(_ screenRecorder: RPScreenRecorder, didStopRecordingWithError error: any Error, previewViewController: RPPreviewViewController?)
     /// `isAvailable` changed.
     func screenRecorderDidChangeAvailability(_ screenRecorder: RPScreenRecorder)
 }
 
 extension RPScreenRecorderDelegate {
-    public func screenRecorder(_ screenRecorder: RPScreenRecorder, didStopRecordingWith previewViewController: RPPreviewViewController?, error: (any Error)?) {}
+    public func screenRecorder(_ screenRecorder: RPScreenRecorder, didStopRecordingWith previewViewController: RPPreviewViewController?, error: (any Error)?) {
+        self.screenRecorder(screenRecorder, didStopRecordingWithError: error ?? RPRecordingError(.unknown, "the system stopped the recording."),
+                       previewViewController: previewViewController)
+    }
+    public func screenRecorder(_ screenRecorder: RPScreenRecorder, didStopRecordingWithError error: any Error, previewViewController: RPPreviewViewController?) {}
     public func screenRecorderDidChangeAvailability(_ screenRecorder: RPScreenRecorder) {}
 }
 
@@ -31,7 +38,7 @@ extension RPScreenRecorderDelegate {
 /// ```
 public final class RPScreenRecorder: Sendable {
     private struct State {
-        weak var delegate: (any RPScreenRecorderDelegate)?
+        var delegate = WeakDelegate()
         var isMicrophoneEnabled = false
         var isRecording = false
         var isClipBuffering = false
@@ -63,9 +70,10 @@ public final class RPScreenRecorder: Sendable {
 
     /// Weak, as on iOS.
     public var delegate: (any RPScreenRecorderDelegate)? {
-        get { state.withLock { $0.delegate } }
+        get { state.withLock { $0.delegate }.value as? any RPScreenRecorderDelegate }
         set {
-            state.withLock { $0.delegate = newValue }
+            let box = WeakDelegate(newValue)
+            state.withLock { $0.delegate = box }
             // A delegate wants to hear about availability: ask replayd, which then tells us of changes.
             if newValue != nil { Task { await self.refreshAvailability() } }
         }
@@ -86,8 +94,8 @@ public final class RPScreenRecorder: Sendable {
         return state.withLock { $0.available } ?? true
     }
 
-    /// Whether the app's recording runs.
-    public var isRecording: Bool { state.withLock { $0.isRecording } }
+    /// Whether the app's recording or its in-app capture runs (iOS says true for both).
+    public var isRecording: Bool { state.withLock { $0.isRecording } || isCapturing }
 
     /// Record the microphone too (set before starting).
     public var isMicrophoneEnabled: Bool {
@@ -112,7 +120,7 @@ public final class RPScreenRecorder: Sendable {
             notifyAvailability(false)
             throw noDisplayError()
         }
-        if isRecording { throw RPRecordingError(.attemptToStartInRecordingState, "this app is already recording: stop it first.") }
+        if isRecording { throw RPRecordingError(.attemptToStartInRecordingState, "this app is already recording or capturing: stop it first.") }
         _ = try await link.request(AppStartRecordingRequest(options: options), starting: true)
         state.withLock { $0.isRecording = true }
     }

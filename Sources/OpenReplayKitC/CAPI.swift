@@ -76,7 +76,7 @@ struct CSampleHandler: @unchecked Sendable {
 }
 
 /// The delegate that forwards the system's end of a recording to `ork_set_recording_stopped_callback`'s function.
-final class StoppedCallbackDelegate: RPScreenRecorderDelegate {
+final class StoppedCallbackDelegate: RPScreenRecorderDelegate, Sendable {
     let callback: CCompletion
 
     init(_ callback: CCompletion) {
@@ -90,7 +90,7 @@ final class StoppedCallbackDelegate: RPScreenRecorderDelegate {
 }
 
 /// The delegate that forwards the end of a broadcast the app did not finish to `ork_set_broadcast_ended_callback`'s function.
-final class BroadcastEndedDelegate: RPBroadcastControllerDelegate {
+final class BroadcastEndedDelegate: RPBroadcastControllerDelegate, Sendable {
     let callback: CCompletion
 
     init(_ callback: CCompletion) {

@@ -10,8 +10,8 @@ class SampleHandler: RPBroadcastSampleHandler {
     var session: BroadcastSession
 
     // Override init to read login credentials from shared keychain
-    // (the talk's `override func init()`; `required` because RPBroadcastExtensionMain makes it from its class)
-    required init() {
+    // (the talk's `override func init()`: RPBroadcastExtensionMain makes the handler with it)
+    override init() {
         session = BroadcastSession.instance
         super.init()
         let credentials = KeychainAccess.getLoginCredentials()
