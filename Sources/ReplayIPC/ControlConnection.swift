@@ -46,22 +46,33 @@ public final class ControlConnection: Sendable {
         software: String,
         _ body: (ControlConnection) async throws -> Result
     ) async throws -> Result {
+        try ControlPaths.checkPrivate(socketPath: socketPath)
         var attempt = 0
         let channel: NIOAsyncChannel<ControlMessage, ControlMessage>
         while true {
             do {
-                channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                let connected = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                     .connect(unixDomainSocketPath: socketPath) { channel in
                         channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addControlMessageCodec()
                             return try NIOAsyncChannel<ControlMessage, ControlMessage>(wrappingChannelSynchronously: channel)
                         }
                     }
+                // The kernel's word on who listens (known once connected), before a word is sent: a
+                // socket moved into our folder by someone else still answers as its maker.
+                let peer = try await PeerCredentials.of(connected.channel).get()
+                guard peer.uid == getuid() else {
+                    try? await connected.channel.close()
+                    throw ForeignDaemon(path: socketPath, uid: peer.uid)
+                }
+                channel = connected
                 break
             } catch let error as IOError where error.errnoCode == EAGAIN && attempt < 100 {
                 // A Unix socket's accept queue is full: replayd is busy accepting; try again.
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(20))
+            } catch let foreign as ForeignDaemon {
+                throw ReplayError(.permissionDenied, "the program listening at \(foreign.path) runs as uid \(foreign.uid), not as you (uid \(getuid())): it is not your replayd, and replay will not talk to it. Remove the socket, then try again.")
             } catch {
                 throw ReplayError(.daemonUnavailable, "cannot reach replayd at \(socketPath): \(error). Is it running? `replay record` starts it.")
             }
@@ -181,4 +192,10 @@ public final class ControlConnection: Sendable {
         hello?.fail(ending)
         eventsContinuation.finish()
     }
+}
+
+/// The peer of a control socket is another user's program.
+private struct ForeignDaemon: Error {
+    var path: String
+    var uid: UInt32
 }

@@ -24,6 +24,29 @@ public struct ControlPaths: Sendable, Equatable {
         return ControlPaths(directory: "/tmp/openreplaykit-\(getuid())")
     }
 
+    /// Checks, without changing anything, that the folder holding `socketPath` is a real folder (not
+    /// a symbolic link) of ours that nobody else can enter, and that the socket in it is ours: a client
+    /// must not talk to a replayd another user planted (it would hear our passwords and file names).
+    public static func checkPrivate(socketPath: String) throws(ReplayError) {
+        let directory = (socketPath as NSString).deletingLastPathComponent
+        var info = stat()
+        guard lstat(directory, &info) == 0 else {
+            throw ReplayError(.daemonUnavailable, "cannot reach replayd: \(directory): \(String(cString: strerror(errno))). Is it running? `replay record` starts it.")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw ReplayError(.permissionDenied, "\(directory) is not a folder (a link or a file someone put there): replay will not talk to a replayd found through it. Remove it, or set XDG_RUNTIME_DIR.")
+        }
+        guard info.st_uid == getuid() else {
+            throw ReplayError(.permissionDenied, "\(directory) belongs to uid \(info.st_uid), not to you (uid \(getuid())): someone else made it, and replay will not talk to a replayd found there. Remove it, or set XDG_RUNTIME_DIR.")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw ReplayError(.permissionDenied, "\(directory) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))): replay will not talk to a replayd found there. `chmod 700 \(directory)`, then try again.")
+        }
+        if lstat(socketPath, &info) == 0, info.st_uid != getuid() {
+            throw ReplayError(.permissionDenied, "\(socketPath) belongs to uid \(info.st_uid), not to you (uid \(getuid())): replay will not talk to it. Remove it, then try again.")
+        }
+    }
+
     /// Creates the folder (mode 0700) when missing, and checks that it is a folder of ours that
     /// nobody else can enter: anything else could be a trap laid by another user in /tmp.
     public func prepareDirectory() throws(ReplayError) {
