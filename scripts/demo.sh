@@ -161,9 +161,10 @@ HTTP_PORT=$(sed -n 's/.*http=\([0-9]*\).*/\1/p' <<<"$READY")
 PASSWORD="demo-password-$RANDOM$RANDOM"
 printf '%s\n' "$PASSWORD" | "$BIN/broadcast-service" user create demo --database "$DB" >/dev/null 2>&1 || true
 
-say "replay broadcast --service org.openreplaykit.reference --setup server=http://127.0.0.1:$HTTP_PORT --setup user=demo --setup password=… --setup title=\"OpenReplayKit demo\""
-"$BIN/replay" broadcast --service org.openreplaykit.reference --setup "server=http://127.0.0.1:$HTTP_PORT" \
-  --setup user=demo --setup "password=$PASSWORD" --setup "title=OpenReplayKit demo" \
+say "printf 'user=demo\\npassword=…\\n' | replay broadcast --service org.openreplaykit.reference --setup server=http://127.0.0.1:$HTTP_PORT --setup-file - --setup title=\"OpenReplayKit demo\""
+# The password on standard input: the command line is readable by every user.
+printf 'user=demo\npassword=%s\n' "$PASSWORD" | "$BIN/replay" broadcast --service org.openreplaykit.reference \
+  --setup "server=http://127.0.0.1:$HTTP_PORT" --setup-file - --setup "title=OpenReplayKit demo" \
   >"$SERVICE/broadcast.out" 2>"$SERVICE/broadcast.err" &
 BROADCAST=$!
 PIDS+=($BROADCAST)

@@ -160,10 +160,11 @@ public final class TestEnvironment: Sendable {
     }
 
     /// Starts the built `replay` in the background (stopped at tear-down if still running).
-    public func startReplay(_ arguments: [String], environment overrides: [String: String?] = [:]) throws -> BackgroundProcess {
+    public func startReplay(_ arguments: [String], environment overrides: [String: String?] = [:],
+                            standardInput: String = "/dev/null") throws -> BackgroundProcess {
         let process = try BackgroundProcess(try Binaries.replay(), arguments: arguments,
                                             environment: environment(with: overrides),
-                                            workingDirectory: directory.path)
+                                            workingDirectory: directory.path, standardInput: standardInput)
         started.withLock { $0.append(process) }
         logger.debug("replay started", metadata: ["arguments": "\(arguments)", "pid": "\(process.pid)"])
         return process

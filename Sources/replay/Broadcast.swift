@@ -24,10 +24,13 @@ struct Broadcast: AsyncParsableCommand {
             its own window (sign-in, server, stream key); closing it, or Ctrl-C, cancels the \
             broadcast. --setup passes the service's settings where no setup window is wanted \
             (scripts, tests): each KEY=VALUE arrives in broadcastStarted(withSetupInfo:) as a \
-            string, and the setup extension is not asked.
+            string, and the setup extension is not asked. A password or a stream key does not \
+            belong on the command line, which every user of the machine can read while replay \
+            runs: give it with --setup-file, from a file of KEY=VALUE lines or from standard input.
 
             Examples:
-              replay broadcast --service org.openreplaykit.rtmp --setup url=rtmp://localhost/live --setup key=stream1
+              replay broadcast --service org.openreplaykit.rtmp --setup url=rtmp://localhost/live --setup-file ~/.config/stream-key
+              printf 'key=%s\\n' "$KEY" | replay broadcast --service org.openreplaykit.rtmp --setup url=rtmp://localhost/live --setup-file -
               replay broadcast --service org.openreplaykit.rtmp --mic --title "Friday build"
               replay status                 # the service, URL and service info
               replay stop
@@ -51,6 +54,11 @@ struct Broadcast: AsyncParsableCommand {
                 help: ArgumentHelp("A setting for the service, KEY=VALUE (repeat for several).", valueName: "KEY=VALUE"))
         var setup: [String] = []
 
+        @Option(name: .customLong("setup-file"),
+                help: ArgumentHelp("Settings for the service from a file of KEY=VALUE lines (# starts a comment), or - for standard input: the place for a password or a stream key. --setup wins over the file.",
+                                   valueName: "file"))
+        var setupFile: String?
+
         @Option(help: ArgumentHelp("The X display to broadcast, such as :0. Default: $DISPLAY.", valueName: "name"))
         var display: String?
 
@@ -62,8 +70,9 @@ struct Broadcast: AsyncParsableCommand {
             return DesktopSession.current()?.displayName
         }
 
-        var setupInfo: [String: String] {
-            var info: [String: String] = [:]
+        /// The file's settings, then the command line's over them.
+        func setupInfo() throws(ReplayError) -> [String: String] {
+            var info = try setupFile.map(SetupFile.read) ?? [:]
             for pair in setup {
                 guard let equals = pair.firstIndex(of: "=") else { continue }
                 info[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
@@ -76,6 +85,10 @@ struct Broadcast: AsyncParsableCommand {
                 guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
                     throw ValidationError("--setup \"\(pair)\" is not KEY=VALUE: write for example --setup url=rtmp://localhost/live.")
                 }
+                let key = String(pair[..<equals])
+                if SetupFile.looksSecret(key) {
+                    printError("replay: warning: --setup \(key)=… can be read by every user of this machine while replay runs (ps, /proc). Put it in a file for --setup-file FILE, or give it on standard input with --setup-file -.")
+                }
             }
             do throws(ReplayError) {
                 try RecordingOptions.check(framesPerSecond: fps, durationSeconds: nil, region: nil, display: resolvedDisplay)
@@ -87,7 +100,7 @@ struct Broadcast: AsyncParsableCommand {
         func run() async throws {
             try await reportingErrors {
                 let options = BroadcastOptions(service: service, display: resolvedDisplay!, microphone: mic, framesPerSecond: fps,
-                                               title: title, setupInfo: setupInfo)
+                                               title: title, setupInfo: try setupInfo())
                 let signals = SignalEvents([SIGINT, SIGTERM, SIGHUP])
                 let outcome = try await Daemon.withConnection(start: true) { connection in
                     try await broadcast(options, connection: connection, signals: signals)
@@ -117,10 +130,10 @@ struct Broadcast: AsyncParsableCommand {
                 }
                 defer { group.cancelAll() }
                 let started = try await connection.request(StartBroadcastRequest(options: options)).status
-                for warning in started?.warnings ?? [] { printError("replay: warning: \(warning)") }
-                printError("replay: broadcasting to \(started?.service ?? options.service ?? "?") (replay stop ends it)")
+                for warning in started?.warnings ?? [] { printError("replay: warning: \(Format.service(warning))") }
+                printError("replay: broadcasting to \(Format.service(started?.service ?? options.service ?? "?")) (replay stop ends it)")
                 var printedURL = started?.broadcastURL
-                if let printedURL { printOutput(printedURL) }
+                if let printedURL { printOutput(Format.service(printedURL)) }
                 var lastInfo = started?.serviceInfo
                 var result: ReplayError? = ReplayError(.daemonUnavailable,
                     "replayd stopped during the broadcast (its log: \(ControlPaths.forCurrentUser().logFile)).")
@@ -128,11 +141,11 @@ struct Broadcast: AsyncParsableCommand {
                     if let update = event.decode(BroadcastUpdatedEvent.self) {
                         if let url = update.broadcastURL, url != printedURL {
                             printedURL = url
-                            printOutput(url)
+                            printOutput(Format.service(url))
                         }
                         if let info = update.serviceInfo, info != lastInfo {
                             lastInfo = info
-                            printError("replay: service: " + info.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "))
+                            printError("replay: service: " + Format.serviceInfo(info))
                         }
                     } else if let ended = event.decode(SessionEndedEvent.self), ended.status.kind == .broadcast {
                         result = ended.error
@@ -168,5 +181,41 @@ struct Broadcast: AsyncParsableCommand {
                 if answered == nil { throw fail("no broadcast is running.") }
             }
         }
+    }
+}
+
+/// `--setup-file`: a service's settings, a password among them, kept off the command line.
+enum SetupFile {
+    /// KEY=VALUE lines from `path` (`-`: standard input); blank lines and `#` comments skipped.
+    static func read(_ path: String) throws(ReplayError) -> [String: String] {
+        let text: String
+        if path == "-" {
+            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        } else {
+            var info = stat()
+            guard stat(path, &info) == 0, let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ReplayError(.badRequest, "cannot read --setup-file \(path): \(String(cString: strerror(errno))).")
+            }
+            if info.st_mode & 0o077 != 0 {
+                printError("replay: warning: \(path) can be read by other users; `chmod 600 \(path)` keeps its secrets yours.")
+            }
+            text = contents
+        }
+        var settings: [String: String] = [:]
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            guard let equals = trimmed.firstIndex(of: "="), equals != trimmed.startIndex else {
+                throw ReplayError(.badRequest, "--setup-file \(path == "-" ? "(standard input)" : path), line \(number + 1), is not KEY=VALUE: write for example password=… on a line of its own.")
+            }
+            settings[String(trimmed[..<equals])] = String(trimmed[trimmed.index(after: equals)...])
+        }
+        return settings
+    }
+
+    /// A key whose value is likely a secret: it belongs in a file, not on the command line.
+    static func looksSecret(_ key: String) -> Bool {
+        let key = key.lowercased()
+        return ["password", "passwd", "secret", "token"].contains { key.contains($0) } || key == "key" || key.hasSuffix("key") || key.hasSuffix("_key")
     }
 }

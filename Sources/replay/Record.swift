@@ -135,7 +135,7 @@ struct Record: AsyncParsableCommand {
     private func record(_ options: RecordingOptions, connection: ControlConnection,
                         signals: SignalEvents) async throws -> (SessionStatus?, ReplayError?) {
         let started = try await connection.request(.startRecording(options)).status
-        for warning in started?.warnings ?? [] { printError("replay: warning: \(warning)") }
+        for warning in started?.warnings ?? [] { printError("replay: warning: \(Format.service(warning))") }
         let line = StatusLine(enabled: isatty(2) == 1)
         if let started { line.show(started) }
 
@@ -173,7 +173,7 @@ struct Record: AsyncParsableCommand {
             line.clear()
             // What the end adds to the start's warnings ("stopped by the person from the desktop's …").
             for warning in result.0?.warnings ?? [] where !(started?.warnings ?? []).contains(warning) {
-                printError("replay: \(warning)")
+                printError("replay: \(Format.service(warning))")
             }
             return result
         }

@@ -67,18 +67,21 @@ enum Daemon {
 
 /// Prints `message` on stderr as `replay: message` and exits with `code`.
 func fail(_ message: String, code: Int32 = 1) -> ExitCode {
-    printError("replay: \(message)")
+    printError("replay: \(TerminalText.escaped(message))")
     return ExitCode(code)
 }
 
+/// Every line replay prints goes through these two: no control character but the line breaks of
+/// our own text reaches the terminal (service text is escaped whole, line breaks too, where it is
+/// put in: `Format.service`).
 func printError(_ text: String) {
-    var line = text + "\n"
+    var line = TerminalText.escaped(text, keepingLines: true) + "\n"
     line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }
 
 /// One line on stdout, written at once (a path a script reads).
 func printOutput(_ text: String) {
-    var line = text + "\n"
+    var line = TerminalText.escaped(text, keepingLines: true) + "\n"
     line.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
 }
 

@@ -48,10 +48,8 @@ struct Status: AsyncParsableCommand {
     static func describeOther(_ s: SessionStatus) -> String {
         if s.kind == .broadcast {
             var lines = ["\(s.paused == true ? "broadcast paused" : s.state == .running ? "broadcasting" : s.state.rawValue) to \(s.service ?? "?"), display \(s.display), \(Format.duration(s.elapsedSeconds)) (session \(s.id))"]
-            lines.append("  broadcast URL: \(s.broadcastURL ?? "not given yet")")
-            if let info = s.serviceInfo, !info.isEmpty {
-                lines.append("  service info: " + info.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "))
-            }
+            lines.append("  broadcast URL: \(s.broadcastURL.map(Format.service) ?? "not given yet")")
+            if let info = s.serviceInfo, !info.isEmpty { lines.append("  service info: " + Format.serviceInfo(info)) }
             if let dropped = s.extensionFramesDropped, dropped > 0 { lines.append("  \(dropped) pictures dropped (the extension was not ready)") }
             return lines.joined(separator: "\n")
         }
@@ -74,12 +72,20 @@ struct Status: AsyncParsableCommand {
         let mic = s.microphoneRecorded ? "microphone \(s.microphoneOn ? "on" : "off (muted)")" : "no microphone"
         lines.append("  \(mic), \(s.systemAudioRecorded ? "system audio recorded" : "no system audio")")
         lines.append("  session \(s.id), started by pid \(s.clientPID)")
-        for warning in s.warnings { lines.append("  warning: \(warning)") }
+        for warning in s.warnings { lines.append("  warning: \(Format.service(warning))") }
         return lines.joined(separator: "\n")
     }
 }
 
 enum Format {
+    /// Text a service, an extension or a viewer wrote, on one line whatever it holds.
+    static func service(_ text: String) -> String { TerminalText.escaped(text) }
+
+    /// A service's info (`updateServiceInfo`: chat, viewers…) as `key=value, …`, sorted, one line.
+    static func serviceInfo(_ info: [String: String]) -> String {
+        info.sorted { $0.key < $1.key }.map { "\(service($0.key))=\(service($0.value))" }.joined(separator: ", ")
+    }
+
     /// `m:ss`, or `h:mm:ss` from an hour on.
     static func duration(_ seconds: Double) -> String {
         let s = max(0, Int(seconds))

@@ -83,7 +83,7 @@ struct Toggle: AsyncParsableCommand {
         }
         let status = started ?? nil
         let warnings = status?.warnings ?? []
-        for warning in warnings { printError("replay: warning: \(warning)") }
+        for warning in warnings { printError("replay: warning: \(Format.service(warning))") }
         printOutput(options.outputPath)
         tell("Recording the screen", body: ([(options.outputPath as NSString).lastPathComponent] + warnings).joined(separator: "\n"))
     }

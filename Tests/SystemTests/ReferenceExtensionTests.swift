@@ -59,9 +59,14 @@ extension SystemTests {
                 let windowManager = try BackgroundProcess("openbox", arguments: ["--sm-disable"], environment: environment.environment)
                 defer { windowManager.signal(SIGTERM) }
                 let started = ContinuousClock.now
+                // The password on standard input, never on the command line (every user reads that).
+                let secrets = environment.directory.appendingPathComponent("reference-setup")
+                try "# the account\nuser=streamer\npassword=streamer-password-1\n".write(to: secrets, atomically: true, encoding: .utf8)
                 let broadcast = try environment.startReplay(["broadcast", "--service", Self.serviceID, "--setup", "server=\(service.baseURL)",
-                                                             "--setup", "user=streamer", "--setup", "password=streamer-password-1",
-                                                             "--setup", "title=Reference extension test"], environment: env)
+                                                             "--setup-file", "-", "--setup", "title=Reference extension test"],
+                                                            environment: env, standardInput: secrets.path)
+                let commandLine = (try? String(contentsOfFile: "/proc/\(broadcast.pid)/cmdline", encoding: .utf8)) ?? ""
+                #expect(commandLine.contains("--setup-file") && !commandLine.contains("streamer-password-1"), "\(commandLine)")
                 try await BroadcastTests.waitFor("the page URL on stdout") {
                     broadcast.currentOutput.contains(service.baseURL + "/b/") || !broadcast.isRunning
                 }
@@ -114,9 +119,10 @@ extension SystemTests {
                     #expect(drawn1 - drawn0 > 20, "frames drawn: \(drawn0) → \(drawn1)")
                     #expect(try await page.evaluate("orkPlayer.error") == "null")
                     try await page.screenshot(to: URL(fileURLWithPath: environment.outputPath("reference-page.png")))
-                    // A comment from the page.
+                    // A comment from the page, with escape sequences that would clear the broadcaster's
+                    // terminal and retitle its window if printed as they are.
                     _ = try await page.evaluate("""
-                        document.querySelector('#chat-form input[name=text]').value = 'hello from the viewer page';
+                        document.querySelector('#chat-form input[name=text]').value = 'hello from the viewer page\\u001b[2J\\u001b]0;owned\\u0007';
                         document.querySelector('#chat-form button').click(); true
                         """)
                     try await page.waitFor("document.querySelectorAll('#chat li').length >= 1")
@@ -142,6 +148,11 @@ extension SystemTests {
                 #expect(ended.succeeded, "\(ended)")
                 #expect(ended.stderr.contains("replay: service: ") && ended.stderr.contains("lastComment=viewer: hello from the viewer page"),
                         "replay prints the service info as it changes: \(ended.stderr)")
+                // The viewer's escape sequences are shown, not obeyed.
+                let escapedComment = #"hello from the viewer page\e[2J\e]0;owned\u{7}"#
+                #expect(status.contains(escapedComment) && ended.stderr.contains(escapedComment), "\(status)\n\(ended.stderr)")
+                #expect(!status.contains("\u{1B}") && !ended.stderr.contains("\u{1B}") && !ended.stderr.contains("\u{7}"),
+                        "no control character from the service reaches the terminal")
                 // The publish ended: the broadcast is over at the service.
                 var over = false
                 for _ in 0..<50 where !over {
