@@ -177,3 +177,22 @@ public struct RPAppGroupError: Error, Sendable, Equatable, CustomStringConvertib
     public var description: String { message }
     public var errorDescription: String? { message }
 }
+
+extension RPAppGroup {
+    /// The group's folder, made (0700) when missing: what an extension's
+    /// `FileManager.default.containerURL(forSecurityApplicationGroupIdentifier:)` gives, for the
+    /// files (a socket, a log, settings) the app and its extensions share.
+    public func containerURL() throws(RPAppGroupError) -> URL {
+        _ = try withLock(create: true) { () throws(RPAppGroupError) in () }
+        return URL(fileURLWithPath: folder, isDirectory: true)
+    }
+}
+
+extension FileManager {
+    /// iOS's shared container of an app group: `RPAppGroup(identifier:)`'s folder, made when missing.
+    /// Nil where iOS gives nil: an identifier the process may not use (an extension whose manifest
+    /// names another group), or one that is not reverse-DNS.
+    public func containerURL(forSecurityApplicationGroupIdentifier groupIdentifier: String) -> URL? {
+        try? RPAppGroup(identifier: groupIdentifier).containerURL()
+    }
+}

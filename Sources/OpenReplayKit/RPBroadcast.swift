@@ -50,15 +50,16 @@ public final class RPBroadcastActivityViewController: Sendable {
         }
     }
 
-    /// Gives the picker for every installed service (fails without a display).
-    public static func load(handler: @escaping @Sendable (RPBroadcastActivityViewController?, (any Error)?) -> Void) {
+    /// Gives the picker for every installed service (fails without a display). `handler` is called
+    /// before this returns, on the calling thread (so, as on iOS, it need not be `@Sendable`).
+    public static func load(handler: @escaping (RPBroadcastActivityViewController?, (any Error)?) -> Void) {
         load(withPreferredExtension: nil, handler: handler)
     }
 
     /// Gives the picker offering only the extension `preferredExtension` (an identifier, as
     /// `replay services` lists them), or every service when nil.
     public static func load(withPreferredExtension preferredExtension: String?,
-                            handler: @escaping @Sendable (RPBroadcastActivityViewController?, (any Error)?) -> Void) {
+                            handler: @escaping (RPBroadcastActivityViewController?, (any Error)?) -> Void) {
         do {
             handler(try make(preferredExtension), nil)
         } catch {
@@ -83,9 +84,9 @@ public final class RPBroadcastActivityViewController: Sendable {
         Task { _ = try? await self.presentAndWait() }
     }
 
-    /// Closes nothing (the picker closed itself when the person chose) and calls `completion`: the
-    /// seeds' `broadcastAVC.dismiss(animated: true) { … }` reads the same here.
-    public func dismiss(animated: Bool = true, completion: (@Sendable () -> Void)? = nil) {
+    /// Closes nothing (the picker closed itself when the person chose) and calls `completion` at once,
+    /// on the calling thread: the seeds' `broadcastAVC.dismiss(animated: true) { … }` reads the same here.
+    public func dismiss(animated: Bool = true, completion: (() -> Void)? = nil) {
         completion?()
     }
 

@@ -64,8 +64,21 @@ open class RPBroadcastSetupViewController: NSObject {
         extensionContext?.completeRequest(withBroadcast: broadcastURL, setupInfo: setupInfo)
     }
 
+}
+
+/// What gives `RPBroadcastSetupViewController` its `userDidCancelSetup()`. A protocol extension, not
+/// a method of the class: Xcode's setup template declares its own `func userDidCancelSetup()`
+/// without `override` (its superclass is `UIViewController` there), which a class method would forbid.
+@MainActor
+public protocol RPBroadcastSetupAnswering: AnyObject {
+    var extensionContext: RPBroadcastExtensionContext? { get }
+}
+
+extension RPBroadcastSetupViewController: RPBroadcastSetupAnswering {}
+
+extension RPBroadcastSetupAnswering {
     /// The person cancelled: cancels the request, saying so.
-    open func userDidCancelSetup() {
+    public func userDidCancelSetup() {
         extensionContext?.cancelRequest(withError: NSError(domain: RPRecordingErrorDomain, code: RPRecordingErrorCode.userDeclined.rawValue,
                                                            userInfo: [NSLocalizedFailureReasonErrorKey: "the person cancelled the setup"]))
     }

@@ -4,6 +4,7 @@
 // keeps buffers holds slots, and replayd drops new pictures (counted) rather than wait for it.
 // An audio sample buffer holds one chunk of sound: Float32 interleaved, 48 kHz, stereo
 // (`CMAudioFormatDescriptionGetStreamBasicDescription` says so, as on iOS).
+public import Foundation
 internal import Synchronization
 package import ReplayIPC
 
@@ -79,27 +80,50 @@ public struct AudioStreamBasicDescription: Sendable, Hashable {
     }
 }
 
-/// What a sample buffer holds: a picture's size and pixel format, or a sound's stream description.
+/// What a sample buffer holds: a picture's size and pixel format, a sound's stream description, or
+/// an H.264/HEVC stream's parameter sets (`CMVideoFormatDescriptionCreateFromH264ParameterSets`).
 ///
 /// `@unchecked Sendable`: immutable; `streamDescription` points to memory allocated once and never
-/// written or freed (the two descriptions are shared by every buffer, as `CMFormatDescription`s are).
-public final class CMFormatDescription: @unchecked Sendable {
-    public let mediaType: CMMediaType
-    public let mediaSubType: FourCharCode
+/// written or freed (the two capture descriptions are shared by every buffer, as `CMFormatDescription`s
+/// are), and the parameter sets are copied in at creation and freed only in `deinit`.
+public final class CMFormatDescription: @unchecked Sendable, Hashable {
+    /// The media type as the iOS overlay spells it (`formatDescription.mediaType == .video`).
+    public let mediaType: MediaType
+    public let mediaSubType: MediaSubType
     public let dimensions: CMVideoDimensions
     let streamDescription: UnsafePointer<AudioStreamBasicDescription>?
+    /// SPS, PPS (H.264) or VPS, SPS, PPS (HEVC), each in memory of its own, as given.
+    let parameterSets: [UnsafeBufferPointer<UInt8>]
+    let nalUnitHeaderLength: Int32
 
     private init(mediaType: CMMediaType, mediaSubType: FourCharCode, dimensions: CMVideoDimensions,
-                 streamDescription: UnsafePointer<AudioStreamBasicDescription>?) {
-        self.mediaType = mediaType
-        self.mediaSubType = mediaSubType
+                 streamDescription: UnsafePointer<AudioStreamBasicDescription>?,
+                 parameterSets: [[UInt8]] = [], nalUnitHeaderLength: Int32 = 0) {
+        self.mediaType = MediaType(rawValue: mediaType)
+        self.mediaSubType = MediaSubType(rawValue: mediaSubType)
         self.dimensions = dimensions
         self.streamDescription = streamDescription
+        self.parameterSets = parameterSets.map { bytes in
+            let copy = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
+            _ = copy.initialize(from: bytes)
+            return UnsafeBufferPointer(copy)
+        }
+        self.nalUnitHeaderLength = nalUnitHeaderLength
+    }
+
+    deinit {
+        for set in parameterSets { set.deallocate() }
     }
 
     static func video(width: Int, height: Int) -> CMFormatDescription {
         CMFormatDescription(mediaType: kCMMediaType_Video, mediaSubType: kCVPixelFormatType_420YpCbCr8BiPlanarFullRange,
                             dimensions: CMVideoDimensions(width: Int32(width), height: Int32(height)), streamDescription: nil)
+    }
+
+    /// An encoded video stream's description: its codec and parameter sets.
+    static func encodedVideo(codec: CMVideoCodecType, parameterSets: [[UInt8]], nalUnitHeaderLength: Int32) -> CMFormatDescription {
+        CMFormatDescription(mediaType: kCMMediaType_Video, mediaSubType: codec, dimensions: CMVideoDimensions(width: 0, height: 0),
+                            streamDescription: nil, parameterSets: parameterSets, nalUnitHeaderLength: nalUnitHeaderLength)
     }
 
     /// Float32, interleaved, 48 kHz, stereo: every audio buffer of in-app capture.
@@ -113,13 +137,145 @@ public final class CMFormatDescription: @unchecked Sendable {
         return CMFormatDescription(mediaType: kCMMediaType_Audio, mediaSubType: kAudioFormatLinearPCM,
                                    dimensions: CMVideoDimensions(width: 0, height: 0), streamDescription: UnsafePointer(description))
     }()
+
+    /// The iOS overlay's `audioStreamBasicDescription`: the sound's format, nil for a picture.
+    public var audioStreamBasicDescription: AudioStreamBasicDescription? { streamDescription?.pointee }
+
+    /// Equal when they describe the same media (as `CFEqual` on two format descriptions).
+    public static func == (lhs: CMFormatDescription, rhs: CMFormatDescription) -> Bool {
+        lhs === rhs || (lhs.mediaType == rhs.mediaType && lhs.mediaSubType == rhs.mediaSubType && lhs.dimensions == rhs.dimensions
+                        && lhs.audioStreamBasicDescription == rhs.audioStreamBasicDescription
+                        && lhs.nalUnitHeaderLength == rhs.nalUnitHeaderLength
+                        && lhs.parameterSets.map(Array.init) == rhs.parameterSets.map(Array.init))
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(mediaType)
+        hasher.combine(mediaSubType)
+        hasher.combine(dimensions)
+    }
+}
+
+extension CMFormatDescription {
+    /// The iOS overlay's media type: `kCMMediaType_…` as a type, so that `mediaType == .video` reads.
+    public struct MediaType: RawRepresentable, Sendable, Hashable {
+        public var rawValue: FourCharCode
+        public init(rawValue: FourCharCode) { self.rawValue = rawValue }
+        public static let video = MediaType(rawValue: kCMMediaType_Video)
+        public static let audio = MediaType(rawValue: kCMMediaType_Audio)
+        public static let muxed = MediaType(rawValue: 0x6D75_7820)           // 'mux '
+        public static let text = MediaType(rawValue: 0x7465_7874)            // 'text'
+        public static let closedCaption = MediaType(rawValue: 0x636C_6370)   // 'clcp'
+        public static let subtitle = MediaType(rawValue: 0x7362_746C)        // 'sbtl'
+        public static let timeCode = MediaType(rawValue: 0x746D_6364)        // 'tmcd'
+        public static let metadata = MediaType(rawValue: 0x6D65_7461)        // 'meta'
+    }
+
+    /// The iOS overlay's media subtype: a codec (`.h264`), an audio format (`.linearPCM`) or a pixel format.
+    public struct MediaSubType: RawRepresentable, Sendable, Hashable {
+        public var rawValue: FourCharCode
+        public init(rawValue: FourCharCode) { self.rawValue = rawValue }
+        public static let h264 = MediaSubType(rawValue: kCMVideoCodecType_H264)
+        public static let hevc = MediaSubType(rawValue: kCMVideoCodecType_HEVC)
+        public static let linearPCM = MediaSubType(rawValue: kAudioFormatLinearPCM)
+        public static let mpeg4AAC = MediaSubType(rawValue: kAudioFormatMPEG4AAC)
+        public static let pixelFormat_420YpCbCr8BiPlanarFullRange = MediaSubType(rawValue: kCVPixelFormatType_420YpCbCr8BiPlanarFullRange)
+        public static let pixelFormat_420YpCbCr8BiPlanarVideoRange = MediaSubType(rawValue: kCVPixelFormatType_420YpCbCr8BiPlanarVideoRange)
+    }
+}
+
+public typealias CMVideoCodecType = FourCharCode
+public let kCMVideoCodecType_H264: CMVideoCodecType = 0x6176_6331   // 'avc1'
+public let kCMVideoCodecType_HEVC: CMVideoCodecType = 0x6876_6331   // 'hvc1'
+public let kAudioFormatMPEG4AAC: AudioFormatID = 0x6161_6320         // 'aac '
+
+public let kCMFormatDescriptionError_InvalidParameter: OSStatus = -12710
+public let kCMFormatDescriptionBridgeError_InvalidParameter: OSStatus = -12712
+
+/// Whether two descriptions describe the same media; two nils are equal, as in CoreMedia.
+public func CMFormatDescriptionEqual(_ formatDescription: CMFormatDescription?, otherFormatDescription: CMFormatDescription?) -> Bool {
+    formatDescription == otherFormatDescription
+}
+
+/// An H.264 stream's description from its SPS and PPS (NAL units without start codes), as an
+/// encoder's output or an RTMP/FLV reader makes one. `NALUnitHeaderLength` is 1, 2 or 4 (AVCC).
+/// The picture's size is not read from the SPS: `CMVideoFormatDescriptionGetDimensions` gives 0×0.
+@discardableResult
+public func CMVideoFormatDescriptionCreateFromH264ParameterSets(
+    allocator: CFAllocator?, parameterSetCount: Int, parameterSetPointers: UnsafePointer<UnsafePointer<UInt8>>,
+    parameterSetSizes: UnsafePointer<Int>, nalUnitHeaderLength NALUnitHeaderLength: Int32,
+    formatDescriptionOut: UnsafeMutablePointer<CMFormatDescription?>
+) -> OSStatus {
+    createFromParameterSets(codec: kCMVideoCodecType_H264, minimumCount: 2, parameterSetCount, parameterSetPointers, parameterSetSizes,
+                            NALUnitHeaderLength, formatDescriptionOut)
+}
+
+/// The same for HEVC: VPS, SPS and PPS. `extensions` is accepted and not kept.
+@discardableResult
+public func CMVideoFormatDescriptionCreateFromHEVCParameterSets(
+    allocator: CFAllocator?, parameterSetCount: Int, parameterSetPointers: UnsafePointer<UnsafePointer<UInt8>>,
+    parameterSetSizes: UnsafePointer<Int>, nalUnitHeaderLength NALUnitHeaderLength: Int32, extensions: CFDictionary?,
+    formatDescriptionOut: UnsafeMutablePointer<CMFormatDescription?>
+) -> OSStatus {
+    createFromParameterSets(codec: kCMVideoCodecType_HEVC, minimumCount: 3, parameterSetCount, parameterSetPointers, parameterSetSizes,
+                            NALUnitHeaderLength, formatDescriptionOut)
+}
+
+private func createFromParameterSets(codec: CMVideoCodecType, minimumCount: Int, _ count: Int, _ pointers: UnsafePointer<UnsafePointer<UInt8>>,
+                                     _ sizes: UnsafePointer<Int>, _ nalUnitHeaderLength: Int32,
+                                     _ out: UnsafeMutablePointer<CMFormatDescription?>) -> OSStatus {
+    guard count >= minimumCount, [1, 2, 4].contains(nalUnitHeaderLength),
+          (0..<count).allSatisfy({ sizes[$0] > 0 }) else { return kCMFormatDescriptionError_InvalidParameter }
+    let sets = (0..<count).map { Array(UnsafeBufferPointer(start: pointers[$0], count: sizes[$0])) }
+    out.pointee = .encodedVideo(codec: codec, parameterSets: sets, nalUnitHeaderLength: nalUnitHeaderLength)
+    return noErr
+}
+
+/// Parameter set `parameterSetIndex` of an H.264 description (valid while the description lives),
+/// how many there are and the NAL unit header length; each out-pointer may be nil (index 0 with only
+/// `parameterSetCountOut` asks the count). Not an H.264 description, or an index out of range:
+/// `kCMFormatDescriptionBridgeError_InvalidParameter`.
+@discardableResult
+public func CMVideoFormatDescriptionGetH264ParameterSetAtIndex(
+    _ videoDesc: CMFormatDescription, parameterSetIndex: Int, parameterSetPointerOut: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
+    parameterSetSizeOut: UnsafeMutablePointer<Int>?, parameterSetCountOut: UnsafeMutablePointer<Int>?,
+    nalUnitHeaderLengthOut NALUnitHeaderLengthOut: UnsafeMutablePointer<Int32>?
+) -> OSStatus {
+    parameterSet(videoDesc, codec: kCMVideoCodecType_H264, parameterSetIndex, parameterSetPointerOut, parameterSetSizeOut,
+                 parameterSetCountOut, NALUnitHeaderLengthOut)
+}
+
+/// The same for an HEVC description.
+@discardableResult
+public func CMVideoFormatDescriptionGetHEVCParameterSetAtIndex(
+    _ videoDesc: CMFormatDescription, parameterSetIndex: Int, parameterSetPointerOut: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
+    parameterSetSizeOut: UnsafeMutablePointer<Int>?, parameterSetCountOut: UnsafeMutablePointer<Int>?,
+    nalUnitHeaderLengthOut NALUnitHeaderLengthOut: UnsafeMutablePointer<Int32>?
+) -> OSStatus {
+    parameterSet(videoDesc, codec: kCMVideoCodecType_HEVC, parameterSetIndex, parameterSetPointerOut, parameterSetSizeOut,
+                 parameterSetCountOut, NALUnitHeaderLengthOut)
+}
+
+private func parameterSet(_ description: CMFormatDescription, codec: CMVideoCodecType, _ index: Int,
+                          _ pointerOut: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, _ sizeOut: UnsafeMutablePointer<Int>?,
+                          _ countOut: UnsafeMutablePointer<Int>?, _ lengthOut: UnsafeMutablePointer<Int32>?) -> OSStatus {
+    guard description.mediaSubType.rawValue == codec, !description.parameterSets.isEmpty else {
+        return kCMFormatDescriptionBridgeError_InvalidParameter
+    }
+    countOut?.pointee = description.parameterSets.count
+    lengthOut?.pointee = description.nalUnitHeaderLength
+    guard pointerOut != nil || sizeOut != nil else { return noErr }
+    guard description.parameterSets.indices.contains(index) else { return kCMFormatDescriptionBridgeError_InvalidParameter }
+    pointerOut?.pointee = description.parameterSets[index].baseAddress
+    sizeOut?.pointee = description.parameterSets[index].count
+    return noErr
 }
 
 public typealias CMAudioFormatDescription = CMFormatDescription
 public typealias CMVideoFormatDescription = CMFormatDescription
 
-public func CMFormatDescriptionGetMediaType(_ desc: CMFormatDescription) -> CMMediaType { desc.mediaType }
-public func CMFormatDescriptionGetMediaSubType(_ desc: CMFormatDescription) -> FourCharCode { desc.mediaSubType }
+public func CMFormatDescriptionGetMediaType(_ desc: CMFormatDescription) -> CMMediaType { desc.mediaType.rawValue }
+public func CMFormatDescriptionGetMediaSubType(_ desc: CMFormatDescription) -> FourCharCode { desc.mediaSubType.rawValue }
 public func CMVideoFormatDescriptionGetDimensions(_ videoDesc: CMVideoFormatDescription) -> CMVideoDimensions { videoDesc.dimensions }
 
 /// The stream description of an audio format (nil for a video one).
@@ -272,6 +428,10 @@ public final class CMSampleBuffer: Sendable {
     public let presentationTimeStamp: CMTime
     public let formatDescription: CMFormatDescription?
     private let invalidated = Atomic<Bool>(false)
+    /// `CMGetAttachment`'s: a picture starts with `RPVideoSampleOrientationKey`, as on iOS.
+    let attachments: Mutex<[String: AttachmentValue]>
+    /// `CMSampleBufferGetSampleAttachmentsArray`'s, made on the first call that asks for it.
+    let sampleAttachments = Mutex<AttachmentValue?>(nil)
 
     /// A picture read in place from its ring slot (freed when this buffer and its pixel buffer go).
     package init(video frame: FrameRingVideoFrame) {
@@ -279,6 +439,8 @@ public final class CMSampleBuffer: Sendable {
         sampleBufferType = .video
         presentationTimeStamp = CMTime(value: frame.time, timescale: 1_000_000_000)
         formatDescription = .video(width: frame.width, height: frame.height)
+        // Pictures are the screen as it shows (X and Wayland give a rotated screen's pixels turned already).
+        attachments = Mutex([RPVideoSampleOrientationKey: AttachmentValue(NSNumber(value: CGImagePropertyOrientation.up.rawValue))])
     }
 
     /// A chunk of sound read from the ring.
@@ -287,6 +449,7 @@ public final class CMSampleBuffer: Sendable {
         sampleBufferType = chunk.kind == .microphone ? .audioMic : .audioApp
         presentationTimeStamp = CMTime(value: chunk.time, timescale: 1_000_000_000)
         formatDescription = CMFormatDescription.audio
+        attachments = Mutex([:])
     }
 
     /// Whatever the ring delivered.
@@ -298,6 +461,15 @@ public final class CMSampleBuffer: Sendable {
     }
 
     public var isValid: Bool { !invalidated.load(ordering: .acquiring) }
+
+    /// The iOS overlay's readiness: a buffer from the capture is whole when it arrives.
+    public enum DataReadiness: Sendable, Hashable {
+        case ready
+        case notReady
+        case failed(OSStatus)
+    }
+
+    public var dataReadiness: DataReadiness { .ready }
 
     /// 1 for a picture; the frames (samples per channel) of a chunk of sound.
     public var numSamples: CMItemCount {

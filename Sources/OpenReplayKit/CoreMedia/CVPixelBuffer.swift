@@ -127,3 +127,10 @@ public func CVPixelBufferGetDataSize(_ pixelBuffer: CVPixelBuffer) -> Int {
     let frame = pixelBuffer.frame
     return frame.lumaStride * frame.height + frame.chromaStride * ((frame.height + 1) / 2)
 }
+
+/// Pixel buffer attribute keys (CoreVideo's strings), for the options dictionaries iOS code builds
+/// (`[kCVPixelBufferPixelFormatTypeKey as String: kCVPixelFormatType_420YpCbCr8BiPlanarFullRange]`).
+public let kCVPixelBufferPixelFormatTypeKey: CFString = "PixelFormatType"
+public let kCVPixelBufferWidthKey: CFString = "Width"
+public let kCVPixelBufferHeightKey: CFString = "Height"
+public let kCVPixelBufferIOSurfacePropertiesKey: CFString = "IOSurfaceProperties"
