@@ -39,6 +39,8 @@ final class PostgresStore: ServiceStore {
             """,
             "CREATE INDEX broadcasts_by_user ON broadcasts (user_id, created_at)",
         ]),
+        // Sessions kept by their tokens until now: signed out, as a stolen copy would sign in.
+        ("v2-session-digests", ["DELETE FROM sessions"]),
     ]
 
     func migrate(logger: Logger) async throws {
@@ -105,19 +107,19 @@ final class PostgresStore: ServiceStore {
         try await users("SELECT id, name, password_hash, created_at FROM users WHERE id = \(id)").first
     }
 
-    func createSession(token: String, userID: Int64, expiresAt: Double) async throws {
-        try await client.query("INSERT INTO sessions (token, user_id, expires_at) VALUES (\(token), \(userID), \(expiresAt))")
+    func createSession(digest: String, userID: Int64, expiresAt: Double) async throws {
+        try await client.query("INSERT INTO sessions (token, user_id, expires_at) VALUES (\(digest), \(userID), \(expiresAt))")
     }
 
-    func sessionUser(token: String, now: Double) async throws -> UserRecord? {
+    func sessionUser(digest: String, now: Double) async throws -> UserRecord? {
         try await users("""
             SELECT users.id, users.name, users.password_hash, users.created_at FROM sessions JOIN users ON users.id = sessions.user_id
-            WHERE token = \(token) AND expires_at > \(now)
+            WHERE token = \(digest) AND expires_at > \(now)
             """).first
     }
 
-    func deleteSession(token: String) async throws {
-        try await client.query("DELETE FROM sessions WHERE token = \(token)")
+    func deleteSession(digest: String) async throws {
+        try await client.query("DELETE FROM sessions WHERE token = \(digest)")
     }
 
     func createStreamKey(userID: Int64, key: String, label: String) async throws -> StreamKeyRecord {

@@ -7,7 +7,21 @@ final class SQLiteStore: ServiceStore {
 
     init(path: String) throws {
         let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        // Password hashes and stream keys: a folder we make is the service user's alone (0700), and the
+        // file (SQLite gives its journals the file's mode) is 0600 whoever made it.
+        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        }
+        let descriptor = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw StoreFileError(description: "cannot open the database \(path): \(String(cString: strerror(errno)))")
+        }
+        let madePrivate = fchmod(descriptor, 0o600) == 0
+        close(descriptor)
+        guard madePrivate else {
+            throw StoreFileError(description: "cannot make the database \(path) private (chmod 600): \(String(cString: strerror(errno)))")
+        }
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(5)
@@ -34,6 +48,10 @@ final class SQLiteStore: ServiceStore {
                 CREATE INDEX broadcasts_by_user ON broadcasts(user_id, created_at);
                 """)
         }
+        migrator.registerMigration("v2-session-digests") { db in
+            // Sessions kept by their tokens until now: signed out, as a stolen copy would sign in.
+            try db.execute(sql: "DELETE FROM sessions")
+        }
         return migrator
     }
 
@@ -53,21 +71,21 @@ final class SQLiteStore: ServiceStore {
         try await database.read { db in try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(Self.user) }
     }
 
-    func createSession(token: String, userID: Int64, expiresAt: Double) async throws {
+    func createSession(digest: String, userID: Int64, expiresAt: Double) async throws {
         try await database.write { db in
-            try db.execute(sql: "INSERT INTO sessions (token, user_id, expires_at) VALUES (?, ?, ?)", arguments: [token, userID, expiresAt])
+            try db.execute(sql: "INSERT INTO sessions (token, user_id, expires_at) VALUES (?, ?, ?)", arguments: [digest, userID, expiresAt])
         }
     }
 
-    func sessionUser(token: String, now: Double) async throws -> UserRecord? {
+    func sessionUser(digest: String, now: Double) async throws -> UserRecord? {
         try await database.read { db in
             try Row.fetchOne(db, sql: "SELECT users.* FROM sessions JOIN users ON users.id = sessions.user_id WHERE token = ? AND expires_at > ?",
-                             arguments: [token, now]).map(Self.user)
+                             arguments: [digest, now]).map(Self.user)
         }
     }
 
-    func deleteSession(token: String) async throws {
-        try await database.write { db in try db.execute(sql: "DELETE FROM sessions WHERE token = ?", arguments: [token]) }
+    func deleteSession(digest: String) async throws {
+        try await database.write { db in try db.execute(sql: "DELETE FROM sessions WHERE token = ?", arguments: [digest]) }
     }
 
     func createStreamKey(userID: Int64, key: String, label: String) async throws -> StreamKeyRecord {
@@ -170,4 +188,8 @@ final class SQLiteStore: ServiceStore {
                         createdAt: row["created_at"], startedAt: row["started_at"], endedAt: row["ended_at"],
                         viewerPeak: row["viewer_peak"], likes: row["likes"])
     }
+}
+
+struct StoreFileError: Error, CustomStringConvertible {
+    var description: String
 }

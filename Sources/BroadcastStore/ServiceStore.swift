@@ -63,10 +63,12 @@ package protocol ServiceStore: Sendable {
     func user(named name: String) async throws -> UserRecord?
     func user(id: Int64) async throws -> UserRecord?
 
-    func createSession(token: String, userID: Int64, expiresAt: Double) async throws
-    /// The signed-in user of a session token that has not expired.
-    func sessionUser(token: String, now: Double) async throws -> UserRecord?
-    func deleteSession(token: String) async throws
+    /// Sessions are kept by their token's digest (`Token.digest`), never the token: a copy of the
+    /// database signs nobody in.
+    func createSession(digest: String, userID: Int64, expiresAt: Double) async throws
+    /// The signed-in user of a session whose token has this digest and has not expired.
+    func sessionUser(digest: String, now: Double) async throws -> UserRecord?
+    func deleteSession(digest: String) async throws
 
     func createStreamKey(userID: Int64, key: String, label: String) async throws -> StreamKeyRecord
     /// A key that is not revoked.

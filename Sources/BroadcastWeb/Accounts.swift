@@ -82,7 +82,7 @@ package struct Accounts: Sendable {
 
     func newSession(for user: UserRecord) async throws -> String {
         let token = Token.hex(32)
-        try await store.createSession(token: token, userID: user.id, expiresAt: Date().timeIntervalSince1970 + Self.sessionLifetime)
+        try await store.createSession(digest: Token.digest(token), userID: user.id, expiresAt: Date().timeIntervalSince1970 + Self.sessionLifetime)
         return token
     }
 }

@@ -1,5 +1,6 @@
 import BroadcastMedia
 import BroadcastStore
+import Crypto
 import Foundation
 import Logging
 import Synchronization
@@ -24,6 +25,12 @@ package enum Token {
 
     /// A new stream key.
     package static func streamKey() -> String { "live_" + hex(16) }
+
+    /// What the store keeps of a session token: its SHA-256 (the token is 256 random bits, so no salt
+    /// or slow hash is needed to make the digest useless to whoever reads the database).
+    static func digest(_ token: String) -> String {
+        SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
 }
 
 /// Fans JSON events (comments, likes, viewer count, application changes) out to the broadcaster's

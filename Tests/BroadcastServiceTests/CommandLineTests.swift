@@ -29,6 +29,11 @@ struct CommandLineTests {
         #expect(try run(["user", "create", "hank"], stdin: "short\n").stderr.contains("8 characters to 72 bytes"))
         #expect(try run(["user", "create", "x"], stdin: "long-enough-password\n").stderr.contains("3 to 32"))
         #expect(try run(["user", "create", "hank"], stdin: "long-enough-password\n").status == 0)
+        // Password hashes and keys: the folder the service made is its user's alone, the file too.
+        var info = stat()
+        #expect(stat(database, &info) == 0 && info.st_mode & 0o777 == 0o600, "database mode \(String(info.st_mode & 0o777, radix: 8))")
+        #expect(stat((database as NSString).deletingLastPathComponent, &info) == 0 && info.st_mode & 0o777 == 0o700,
+                "folder mode \(String(info.st_mode & 0o777, radix: 8))")
         #expect(try run(["user", "create", "HANK"], stdin: "long-enough-password\n").stderr.contains("taken"))
         #expect(try run(["key", "create", "nobody"]).stderr.contains("No account named nobody"))
         let key = try run(["key", "create", "hank", "--label", "obs"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -15,8 +15,8 @@ struct PostgresTests {
         defer { nodeA.stop() }
         let nodeB = try ServiceProcess(directory: directory, database: postgres.url)
         defer { nodeB.stop() }
-        let migrations = (nodeA.log + nodeB.log).components(separatedBy: "PostgreSQL schema migrated").count - 1
-        #expect(migrations == 1, "one node migrated, the other found the schema")
+        let migrating = [nodeA.log, nodeB.log].filter { $0.contains("PostgreSQL schema migrated") }.count
+        #expect(migrating == 1, "one node migrated, the other found the schema")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("service.sqlite").path))
         #expect(try nodeA.admin(["user", "create", "frank"], stdin: "frank-password-1\n").status == 0)
         #expect(try nodeA.admin(["user", "create", "FRANK"], stdin: "frank-password-2\n").status != 0, "names are unique, case-insensitively")

@@ -55,6 +55,27 @@ struct SecuritySystemTests {
         #expect(service.log.contains("Request refused: cross-site"))
     }
 
+    /// A copy of the database signs nobody in: it holds the session token's digest, not the token,
+    /// and it is readable by the service's user alone.
+    @Test func theDatabaseKeepsNoSessionToken() throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let service = try ServiceProcess(directory: directory)
+        defer { service.stop() }
+        let alice = try Self.signUp("alice", service: service, directory: directory)
+        let token = try #require(alice.cookie("ork_session"))
+        #expect(try alice.request("GET", service.baseURL + "/account").status == 200, "the cookie signs in")
+        let digest = try Command.run("/usr/bin/sha256sum", [], stdin: token).stdout.prefix(64)
+        var stored = Data()
+        for suffix in ["", "-wal", "-journal"] {
+            stored += (try? Data(contentsOf: URL(fileURLWithPath: service.databaseArgument + suffix))) ?? Data()
+        }
+        #expect(stored.range(of: Data(digest.utf8)) != nil, "the session is in the database, by its digest")
+        #expect(stored.range(of: Data(token.utf8)) == nil, "the token itself is not")
+        var info = stat()
+        #expect(stat(service.databaseArgument, &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
+
     @Test func hostPrefixedCookiesBehindHTTPS() throws {
         let directory = try ServiceProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -118,7 +118,7 @@ struct AccountRoutes: Sendable {
     }
 
     func signOut(_ request: Request) async throws -> Response {
-        if let token = request.cookies[web.sessionCookie]?.value { try await web.store.deleteSession(token: token) }
+        if let token = request.cookies[web.sessionCookie]?.value { try await web.store.deleteSession(digest: Token.digest(token)) }
         var response = WebSupport.redirect("/")
         response.setCookie(Cookie(name: web.sessionCookie, value: "", maxAge: 0, path: "/", secure: web.settings.secureCookies, httpOnly: true, sameSite: .lax))
         return response

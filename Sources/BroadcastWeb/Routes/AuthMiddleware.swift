@@ -12,7 +12,7 @@ struct SessionMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         if let token = request.cookies[web.sessionCookie]?.value, !token.isEmpty {
-            context.user = try await web.store.sessionUser(token: token, now: Date().timeIntervalSince1970)
+            context.user = try await web.store.sessionUser(digest: Token.digest(token), now: Date().timeIntervalSince1970)
         }
         return try await next(request, context)
     }
