@@ -151,8 +151,8 @@ extension RecordingSessions {
         tellExtension(BroadcastAnnotatedEvent(bundleIdentifier: identity.identifier, name: identity.name, iconPath: identity.iconPath))
         do throws(XDisplayError) {
             let sessionID = session.id
-            broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self] focused in
-                Task { await self?.appBroadcastFocusChanged(to: focused, slot: slot, sessionID: sessionID) }
+            broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self, tasks] focused in
+                tasks.spawn { [weak self] in await self?.appBroadcastFocusChanged(to: focused, slot: slot, sessionID: sessionID) }
             }
         } catch {
             logger.warning("the app's broadcast will not pause when the app loses the focus: \(error.message)")

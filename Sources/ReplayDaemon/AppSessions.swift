@@ -242,17 +242,18 @@ extension RecordingSessions {
         let path = paths.directory + "/ring-\(pid)-\(UUID().uuidString.prefix(8)).sock"
         let logger = logger
         do throws(ReplayError) {
-            try ring.offer(to: pid, at: path) { [weak self] result in
+            try ring.offer(to: pid, at: path) { [weak self, tasks] result in
                 switch result {
                 case .success:
                     logger.debug("the frame ring went to its app", metadata: ["pid": "\(pid)"])
                 case .failure(let error):
                     logger.warning("the app's capture stops: \(error.message)", metadata: ["pid": "\(pid)"])
-                    Task { _ = await self?.stopOwn(slot, nothing: "") }
+                    tasks.spawn { [weak self] in _ = await self?.stopOwn(slot, nothing: "") }
                 }
             }
         } catch {
-            Task { _ = await self.stopOwn(slot, nothing: "") }
+            // Not awaited here: the app hears the failure at once, and its capture stops beside it.
+            tasks.spawn { _ = await self.stopOwn(slot, nothing: "") }
             return .failure(error)
         }
         return .success(AppCaptureAnswer(status: status, ringSocket: path))
@@ -358,28 +359,42 @@ extension RecordingSessions {
     /// The person's answer for `identity`: remembered, else asked (one prompt per app at a time).
     func askConsent(_ identity: AppIdentity, display: String, microphone: Bool) async -> Result<SystemWindows.ConsentAnswer, ReplayError> {
         if let answer = consent.answer(for: identity.executable, now: now()) { return .success(answer) }
-        if let pending = pendingConsent[identity.executable] { return await pending.value }
-        let prompt = consentPrompt
-        let paths = self.paths
-        let request = SystemWindows.ConsentRequest(display: display, appName: identity.name, appIconPath: identity.iconPath,
-                                                   microphone: microphone)
-        logger.info("asking the person", metadata: ["app": "\(identity.executable)", "name": "\(identity.name)"])
-        let task = Task<Result<SystemWindows.ConsentAnswer, ReplayError>, Never> {
-            switch prompt {
-            case .fixed(let answer): return .success(answer)
-            case .systemWindow:
-                do throws(ReplayError) { return .success(try await SystemWindows.askConsent(request, paths: paths)) }
-                catch { return .failure(error) }
+        if pendingConsent[identity.executable] == nil {
+            let prompt = consentPrompt
+            let paths = self.paths
+            let request = SystemWindows.ConsentRequest(display: display, appName: identity.name, appIconPath: identity.iconPath,
+                                                       microphone: microphone)
+            logger.info("asking the person", metadata: ["app": "\(identity.executable)", "name": "\(identity.name)"])
+            // A task of its own, not the asking request's: the prompt answers every start of the app
+            // that waits, whichever of their connections closes first.
+            let asked = tasks.spawn { [self] in
+                let result: Result<SystemWindows.ConsentAnswer, ReplayError>
+                switch prompt {
+                case .fixed(let answer):
+                    result = .success(answer)
+                case .systemWindow:
+                    do throws(ReplayError) { result = .success(try await SystemWindows.askConsent(request, paths: paths)) }
+                    catch { result = .failure(error) }
+                }
+                await consentAnswered(identity, result)
             }
+            guard asked != nil else {
+                return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
+            }
+            pendingConsent[identity.executable] = []
         }
-        pendingConsent[identity.executable] = task
-        let result = await task.value
-        pendingConsent[identity.executable] = nil
+        // No await since the prompt was handed over: this waiter is in place before its answer can come.
+        return await withCheckedContinuation { pendingConsent[identity.executable, default: []].append($0) }
+    }
+
+    /// The person answered for `identity` (or the prompt failed): every start that waited hears it.
+    private func consentAnswered(_ identity: AppIdentity, _ result: Result<SystemWindows.ConsentAnswer, ReplayError>) {
+        let waiters = pendingConsent.removeValue(forKey: identity.executable) ?? []
         if case .success(let answer) = result {
             consent.record(answer, for: identity.executable, name: identity.name, now: now())
             logger.info("the person answered", metadata: ["app": "\(identity.executable)", "answer": "\(answer.rawValue)"])
         }
-        return result
+        for waiter in waiters { waiter.resume(returning: result) }
     }
 
     func privacyList() -> [ConsentEntry] { consent.list(now: now()) }

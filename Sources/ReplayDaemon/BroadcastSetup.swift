@@ -28,8 +28,8 @@ struct SetupExtensionHost {
     var pid: Int32 { process.pid }
     /// What it completed the request with, when that was its first answer.
     var completed: BroadcastSetupOutcome?
-    /// The watch (`watchSetupExtension`): its attach and its grace period.
-    var monitor: Task<Void, Never>?
+    /// The watch (`watchSetupExtension`), a child of the sessions' `tasks`: its attach and its grace period.
+    var monitor: OwnedTask?
 
     /// It answered (or will not: it failed, was cancelled, or left).
     var answered: Bool { completed != nil || process.failure != nil }
@@ -86,6 +86,9 @@ extension RecordingSessions {
         guard broadcastSetup == nil else {
             return .failure(ReplayError(.sessionActive, "another broadcast is being set up (\(broadcastSetup?.manifest.identifier ?? "?")): finish or cancel it first."))
         }
+        guard !isShuttingDown else {
+            return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
+        }
         let launcher = extensionLauncher
         let pid: Int32
         do throws(ReplayError) {
@@ -97,7 +100,7 @@ extension RecordingSessions {
         let process = ExtensionProcessMachine<CheckedContinuation<SetupExtensionHost.Answer, Never>>(
             pid: pid, identity: launcher.identity(of: setup), limits: .setup, launchedAt: now())
         broadcastSetup = SetupExtensionHost(manifest: setup, service: service, application: about, process: process)
-        broadcastSetup?.monitor = Task { await self.watchSetupExtension(pid: pid) }
+        broadcastSetup?.monitor = tasks.spawn { await self.watchSetupExtension(pid: pid) }
         // No await since the host was set: its waiter is in place before any answer can come.
         let result = await withCheckedContinuation { continuation in
             guard case .wait? = broadcastSetup?.process.waitForExit(continuation) else {
@@ -129,6 +132,17 @@ extension RecordingSessions {
         guard let host = broadcastSetup, let shutdown = broadcastSetup?.process.shutdown(at: now()), let failed = shutdown.failed else { return }
         logger.notice("the broadcast setup ends: \(failed.error.message)", metadata: ["extension": "\(host.manifest.identifier)", "pid": "\(host.pid)"])
         kill(host.pid, failed.kill ? SIGKILL : SIGTERM)
+    }
+
+    /// Waits until the setup extension (if any) has left.
+    func setupExtensionGone() async {
+        guard broadcastSetup != nil else { return }
+        _ = await withCheckedContinuation { continuation in
+            guard case .wait? = broadcastSetup?.process.waitForExit(continuation) else {
+                continuation.resume(returning: broadcastSetup?.answer ?? .failure(ReplayError(.setupCancelled, "the setup has left.")))
+                return
+            }
+        }
     }
 
     // MARK: the setup extension's requests

@@ -32,8 +32,8 @@ struct BroadcastHost {
     var broadcastURL: String?
     var serviceInfo: [String: String]?
     var paused = false
-    /// The watch (`watchExtension`): its limits, its attach and its grace period.
-    var monitor: Task<Void, Never>?
+    /// The watch (`watchExtension`), a child of the sessions' `tasks`: its limits, its attach and its grace period.
+    var monitor: OwnedTask?
     var focus: FocusWatcher?
     /// The last focused pid annotated (nil: none yet).
     var annotatedPID: Int32?
@@ -161,8 +161,8 @@ extension RecordingSessions {
         broadcastHost?.broadcastURL = setup?.broadcastURL
         if let error = await waitForAttach(pid: pid, slot: .broadcast, sessionID: session.id) { return .failure(error) }
         do throws(XDisplayError) {
-            broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self] focusedPID in
-                Task { await self?.focusChanged(to: focusedPID, sessionID: session.id) }
+            broadcastHost?.focus = try FocusWatcher(display: options.display) { [weak self, tasks] focusedPID in
+                tasks.spawn { [weak self] in await self?.focusChanged(to: focusedPID, sessionID: session.id) }
             }
         } catch {
             logger.warning("no application annotations: \(error.message)")
@@ -206,9 +206,9 @@ extension RecordingSessions {
         let path = paths.directory + "/ring-ext-\(pid)-\(UUID().uuidString.prefix(8)).sock"
         let name = host.manifest.displayName
         do throws(ReplayError) {
-            try ring.offer(to: pid, at: path) { [weak self] result in
+            try ring.offer(to: pid, at: path) { [weak self, tasks] result in
                 if case .failure(let error) = result {
-                    Task { await self?.failBroadcast(ReplayError(.extensionFailed, "\(name) did not take its samples: \(error.message)"), kill: true) }
+                    tasks.spawn { [weak self] in await self?.failBroadcast(ReplayError(.extensionFailed, "\(name) did not take its samples: \(error.message)"), kill: true) }
                 }
             }
         } catch {
@@ -250,7 +250,8 @@ extension RecordingSessions {
             // extension's containing app).
             let remedy = host.manifest.containingApplication.map { " To put it right, open \(host.manifest.displayName)'s app: gtk-launch \($0)" } ?? ""
             let error = ReplayError(.extensionFailed, "\(host.manifest.displayName) ended the broadcast: \(request.message)\(code).\(remedy)")
-            Task { await self.failBroadcast(error, kill: false) }
+            // After this answer: ending the broadcast waits for the extension, which waits for the answer.
+            tasks.spawn { await self.failBroadcast(error, kill: false) }
         }
         return .success(())
     }
@@ -340,15 +341,19 @@ extension RecordingSessions {
 
     /// replayd shuts down: the broadcast's extension (and a setup's, `shutDownBroadcastSetup`) is told
     /// to finish, and killed if it does not leave within the grace period (one that never attached at once).
+    /// Returns once both have left.
     func shutDownExtensions() async {
         shutDownBroadcastSetup()
-        guard let shutdown = broadcastHost?.process.shutdown(at: now()) else { return }
-        switch shutdown.release {
-        case .awaitExit(let told): carryOut(told)
-        case .forget: forgetBroadcastHost()
-        case .none: break
+        if let shutdown = broadcastHost?.process.shutdown(at: now()) {
+            switch shutdown.release {
+            case .awaitExit(let told): carryOut(told)
+            case .forget: forgetBroadcastHost()
+            case .none: break
+            }
+            if let failed = shutdown.failed { await carryOut(failed) }
         }
-        if let failed = shutdown.failed { await carryOut(failed) }
+        await extensionGone()
+        await setupExtensionGone()
     }
 
     // MARK: watching
@@ -454,12 +459,13 @@ extension RecordingSessions {
     /// and its host with its watch; its pid.
     func hostExtension(_ manifest: ExtensionManifest, slot: SessionSlot, sessionID: String,
                        setupInfo: [String: String]) throws(ReplayError) -> Int32 {
+        guard !isShuttingDown else { throw ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment.") }
         let launcher = extensionLauncher
         let pid = try launcher.launch(manifest) { [weak self] pid, exit in await self?.extensionExited(pid: pid, exit) }
         let process = ExtensionProcessMachine<CheckedContinuation<ReplayError?, Never>>(
             pid: pid, identity: launcher.identity(of: manifest), limits: .upload(memoryMegabytes: extensionMemoryMegabytes), launchedAt: now())
         broadcastHost = BroadcastHost(manifest: manifest, slot: slot, sessionID: sessionID, setupInfo: setupInfo, process: process)
-        broadcastHost?.monitor = Task { await self.watchExtension(pid: pid) }
+        broadcastHost?.monitor = tasks.spawn { await self.watchExtension(pid: pid) }
         return pid
     }
 

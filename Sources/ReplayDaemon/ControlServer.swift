@@ -15,8 +15,9 @@ import Glibc
 /// second, and leaves by itself after `idleExit` with no session and no client.
 ///
 /// Graceful shutdown (SIGTERM, SIGINT through the `ServiceGroup`, or idle) stops a running
-/// recording, waits for its file to be finished, tells clients `sessionEnded` and goodbye, then
-/// closes the socket.
+/// recording, waits for its file to be finished and for extensions to leave (killed after their
+/// grace period), tells clients `sessionEnded` and goodbye, closes the socket, then cancels the
+/// sessions' background tasks (`TaskOwner`, a child of `run()`'s group): none outlives `run()`.
 package struct ControlServer: Service {
     package struct Configuration: Sendable {
         package var paths: ControlPaths
@@ -59,11 +60,13 @@ package struct ControlServer: Service {
     private let logger: Logger
     private let sessions: RecordingSessions
     private let router: ControlRouter
+    /// Every background task of the sessions: run and shut down by `run()` (internal for its tests).
+    let tasks = TaskOwner()
 
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.sessions = RecordingSessions(logger: logger, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
+        self.sessions = RecordingSessions(logger: logger, tasks: tasks, paths: configuration.paths, consentPrompt: configuration.consentPrompt,
                                           servicePicker: configuration.servicePicker, extensionMemoryMegabytes: configuration.extensionMemoryMegabytes)
         var router = ControlRouter()
         sessions.register(in: &router)
@@ -116,10 +119,12 @@ package struct ControlServer: Service {
         let sessions = self.sessions
         let logger = self.logger
         let configuration = self.configuration
+        let tasks = self.tasks
         // On Wayland, capture by others counts for `isCaptured` too (nil where PipeWire does not run).
         let screencasts = ScreencastWatch(logger: logger)
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
+                group.addTask { await tasks.run() }
                 if let screencasts {
                     group.addTask {
                         for await read in screencasts.changes { await sessions.compositorStreamRead(read) }
@@ -147,6 +152,8 @@ package struct ControlServer: Service {
                     screencasts?.close()
                     server.channel.close(promise: nil)
                     await sessions.closeAllConnections()
+                    // Last: the sessions' work needed its tasks (their watches kill a lingering extension).
+                    tasks.shutdown()
                 }
                 do {
                     try await server.executeThenClose { inbound in

@@ -1,6 +1,7 @@
 import ReplayIPC
 import ReplayMedia
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,9 +10,11 @@ import Glibc
 /// (BroadcastSetup.swift): one process, as this user, in a process group of its own, with a clean
 /// environment (the user's folders and replayd's socket, none of replayd's other variables; a setup
 /// extension also the display it shows its window on), its output appended to `extension-ID.log`
-/// in replayd's folder; reaped on a thread of its own.
+/// in replayd's folder; reaped on a thread of its own, by a child of `tasks` (killed if those are
+/// cancelled before it has left).
 struct ExtensionLauncher {
     var paths: ControlPaths
+    var tasks: TaskOwner
 
     /// Where `manifest`'s output goes.
     func logPath(of manifest: ExtensionManifest) -> String {
@@ -49,20 +52,29 @@ struct ExtensionLauncher {
                 exited: @escaping @Sendable (Int32, ExtensionExit) async -> Void) throws(ReplayError) -> Int32 {
         let environment = environment(for: manifest, display: display, ours: ProcessInfo.processInfo.environment)
         let what = manifest.kind == .broadcastSetup ? "setup extension" : "extension"
-        let pid: Int32
+        let reaperName = manifest.kind == .broadcastSetup ? "setup-extension-reaper" : "extension-reaper"
         try paths.prepareDirectory()
+        // The reaper is handed to `tasks` before the process starts: once they have shut down, no
+        // process starts that nothing would reap.
+        let (started, handOver) = AsyncStream.makeStream(of: Int32.self)
+        defer { handOver.finish() }
+        let reaper = tasks.spawn {
+            for await pid in started {
+                let status = await ChildProcess.waitForExit(pid, threadName: reaperName)
+                await exited(pid, Self.exit(waitStatus: status))
+            }
+        }
+        guard reaper != nil else {
+            throw ReplayError(.shuttingDown, "replayd is shutting down: the \(what) \(manifest.identifier) was not started.")
+        }
+        let pid: Int32
         do throws(ReplayError) {
             pid = try Spawn.start(manifest.executable, environment: environment, standardOutput: .file(logPath(of: manifest), append: true),
                                   standardError: .standardOutput, group: .newProcessGroup)
         } catch {
             throw ReplayError(.extensionFailed, "cannot start the \(what) \(manifest.identifier): \(error.message)")
         }
-        Task {
-            let status = await DedicatedThread.run(named: manifest.kind == .broadcastSetup ? "setup-extension-reaper" : "extension-reaper") {
-                Spawn.waitForExit(pid)
-            }
-            await exited(pid, Self.exit(waitStatus: status))
-        }
+        handOver.yield(pid)
         return pid
     }
 
@@ -75,5 +87,27 @@ struct ExtensionLauncher {
 }
 
 extension RecordingSessions {
-    var extensionLauncher: ExtensionLauncher { ExtensionLauncher(paths: paths) }
+    var extensionLauncher: ExtensionLauncher { ExtensionLauncher(paths: paths, tasks: tasks) }
+}
+
+/// Waiting for a child process replayd started (an extension, a system window) to leave.
+enum ChildProcess {
+    /// Waits on a thread of its own until `pid` has left, and reaps it: its wait status. Cancelled
+    /// before that, it kills the process (SIGKILL) and still waits, so that none outlives its waiter.
+    static func waitForExit(_ pid: Int32, threadName: String) async -> Int32 {
+        // Set once the process has left but before it is reaped: until then its pid cannot be another's.
+        let left = Mutex(false)
+        return await withTaskCancellationHandler {
+            await DedicatedThread.run(named: threadName) {
+                var info = siginfo_t()
+                while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+                left.withLock { $0 = true }
+                return Spawn.waitForExit(pid)
+            }
+        } onCancel: {
+            left.withLock { left in
+                if !left { kill(pid, SIGKILL) }
+            }
+        }
+    }
 }

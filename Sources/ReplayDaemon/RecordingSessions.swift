@@ -40,7 +40,10 @@ package actor RecordingSessions {
         /// The frame ring of an app's in-app capture.
         var ring: RingTap?
         var indicator: RecordingIndicator?
-        var runTask: Task<Void, Never>?
+        /// The engine's run, a child of `tasks`: it ends once the file is finished.
+        var runTask: OwnedTask?
+        /// Fires at the engine's time zero (its first picture) or at the session's end (`waitUntilCapturing`).
+        var capturing: OneShotSignal?
         var stopWaiters: [StopWaiter] = []
         /// Connections that receive this slot's status and end events.
         var subscribers: Set<UInt64> = []
@@ -60,8 +63,11 @@ package actor RecordingSessions {
     package private(set) var isShuttingDown = false
     /// Apps' consent answers, remembered for a while (`ConsentStore.memory`).
     var consent = ConsentStore()
-    /// Consent prompts on screen now, by executable: a second start of the same app waits for the same answer.
-    var pendingConsent: [String: Task<Result<SystemWindows.ConsentAnswer, ReplayError>, Never>] = [:]
+    /// Consent prompts on screen now, by executable, and who waits for each: a second start of the same
+    /// app waits for the same answer.
+    var pendingConsent: [String: [CheckedContinuation<Result<SystemWindows.ConsentAnswer, ReplayError>, Never>]] = [:]
+    /// Where every background task of the sessions runs (`ControlServer.run` owns it): cancelled at shutdown.
+    let tasks: TaskOwner
     let consentPrompt: ConsentPrompt
     /// How the person chooses a broadcast service when none is named (the picker window).
     let servicePicker: ServicePicker
@@ -87,11 +93,12 @@ package actor RecordingSessions {
     /// An upload extension's resident memory limit (`replayd --extension-memory-mb`).
     let extensionMemoryMegabytes: Int
 
-    package init(logger: Logger, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
+    package init(logger: Logger, tasks: TaskOwner, paths: ControlPaths = .forCurrentUser(), consentPrompt: ConsentPrompt = .systemWindow,
                  servicePicker: ServicePicker = .systemWindow,
                  extensionMemoryMegabytes: Int = BroadcastHostLimits.defaultMemoryMegabytes,
                  now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
+        self.tasks = tasks
         self.extensionMemoryMegabytes = extensionMemoryMegabytes
         self.paths = paths
         self.consentPrompt = consentPrompt
@@ -242,14 +249,18 @@ package actor RecordingSessions {
         slots[slot]?.recorder = prepared
         slots[slot]?.clip = clip
         slots[slot]?.ring = ring
+        // The engine takes its first picture at its time zero: that picture is the event an app's start waits for.
+        let capturing = OneShotSignal()
+        try? prepared.attach(tap: FirstPictureTap(capturing))
+        slots[slot]?.capturing = capturing
         if action == .beginAndStop { prepared.stop() }
 
         // The indicator, on the recorded display, left out of the frames. A Wayland desktop shows its
         // own screen-sharing indicator (and it is in the picture: nothing can be left out there).
         if DesktopSession(displayName: options.display)?.isWayland != true {
             do throws(IndicatorError) {
-                let indicator = try await RecordingIndicator.open(display: options.display, logger: sessionLogger) { [weak self] in
-                    Task { await self?.stopFromIndicator(slot: slot, sessionID: session.id) }
+                let indicator = try await RecordingIndicator.open(display: options.display, logger: sessionLogger) { [weak self, tasks] in
+                    tasks.spawn { [weak self] in await self?.stopFromIndicator(slot: slot, sessionID: session.id) }
                 }
                 if slots[slot]?.machine.current?.id == session.id {
                     prepared.exclude(window: indicator.windowID)
@@ -262,10 +273,18 @@ package actor RecordingSessions {
             }
         }
 
-        slots[slot]?.runTask = Task { [prepared, sessionLogger] in
+        let runTask = tasks.spawn { [prepared, sessionLogger] in
             let failure = await Self.runToEnd(prepared)
             await self.runEnded(slot: slot, sessionID: session.id, recorder: prepared, error: failure, logger: sessionLogger)
         }
+        guard let runTask else {
+            // The server has stopped its tasks (it shuts down): the session ends here, its file finished.
+            prepared.stop()
+            let failure = await Self.runToEnd(prepared)
+            await runEnded(slot: slot, sessionID: session.id, recorder: prepared, error: failure, logger: sessionLogger)
+            return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
+        }
+        slots[slot]?.runTask = runTask
         sessionLogger.info("recording", metadata: ["size": "\(prepared.width)x\(prepared.height)", "encoder": "\(prepared.encoderName.isEmpty ? "none (the frame ring's reader encodes)" : prepared.encoderName)"])
         noteCaptured()
         return .success(status(of: slot))
@@ -274,9 +293,12 @@ package actor RecordingSessions {
     /// Waits until the engine of the session in `slot` is past its time zero (its sound sources have
     /// sent their first samples, at most 3 s) or the session ended; at most 4 s.
     func waitUntilCapturing(_ slot: SessionSlot) async {
-        let deadline = ContinuousClock.now + .seconds(4)
-        while let recorder = slots[slot]?.recorder, !recorder.statistics().capturing, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+        guard let capturing = slots[slot]?.capturing, slots[slot]?.recorder != nil else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await capturing.wait() }
+            group.addTask { try? await Task.sleep(for: .seconds(4)) }
+            await group.next()
+            group.cancelAll()
         }
     }
 
@@ -328,9 +350,10 @@ package actor RecordingSessions {
             logger.notice("shutting down: finishing the \(slot) first")
             _ = await stop(slot)
         }
-        for entry in slots.values { if let runTask = entry.runTask { await runTask.value } }
+        for entry in slots.values { if let runTask = entry.runTask { await runTask.value() } }
         // Extensions still here (a setup window, an upload extension finishing) are told to go, and
-        // killed after their grace period.
+        // killed after their grace period; shutdown waits for them to have left (their watches and
+        // reapers are still running), so that no child outlives replayd.
         await shutDownExtensions()
     }
 
@@ -392,13 +415,18 @@ package actor RecordingSessions {
         return (engine, nil, nil)
     }
 
-    /// Runs the engine (off this actor) until it has finished the file.
+    /// Runs the engine (off this actor) until it has finished the file. Cancelled (the server's tasks
+    /// stopped before the session was), it stops the engine, which still finishes the file.
     private nonisolated static func runToEnd(_ recorder: RecordingEngine) async -> ReplayError? {
-        do throws(EngineError) {
-            try await recorder.run()
-            return nil
-        } catch {
-            return ReplayError(error)
+        await withTaskCancellationHandler {
+            do throws(EngineError) {
+                try await recorder.run()
+                return nil
+            } catch {
+                return ReplayError(error)
+            }
+        } onCancel: {
+            recorder.stop()
         }
     }
 
@@ -419,6 +447,9 @@ package actor RecordingSessions {
         slots[slot]?.runTask = nil
         slots[slot]?.recorder = nil
         slots[slot]?.clip = nil
+        // An app's start that waited for time zero hears that the session ended instead.
+        slots[slot]?.capturing?.fire()
+        slots[slot]?.capturing = nil
         if let counters = slots[slot]?.ring?.counters, slot == broadcastHost?.slot { broadcastHost?.framesDropped = Int(counters.framesDropped) }
         // The app's reader sees the ring closed and ends its delivery.
         slots[slot]?.ring?.close()
@@ -465,8 +496,9 @@ package actor RecordingSessions {
         // A session's threads freed tens of MB into glibc's per-thread arenas, which keep them: once the
         // engine is gone (its last references go with this call and the run task), give them back, so
         // that a replayd that runs for days stays small.
-        Task.detached {
-            try? await Task.sleep(for: .seconds(2))
+        tasks.spawn {
+            // Cancelled (replayd shuts down): the process is about to give everything back anyway.
+            do { try await Task.sleep(for: .seconds(2)) } catch { return }
             await DedicatedThread.run(named: "replay-trim") { GlibcMalloc.trim() }
         }
     }
@@ -504,5 +536,19 @@ package actor RecordingSessions {
     private static func makeSessionID() -> String {
         let digits = Array("0123456789abcdef")
         return "rec-" + String((0..<8).map { _ in digits[Int.random(in: 0..<16)] })
+    }
+}
+
+/// Fires its signal at the first picture the engine takes, which it takes at its time zero (the
+/// capture thread's first tick): the event `waitUntilCapturing` waits for, instead of polling.
+private final class FirstPictureTap: FrameTap {
+    private let signal: OneShotSignal
+
+    init(_ signal: OneShotSignal) {
+        self.signal = signal
+    }
+
+    func receive(_ picture: VideoFrame, tick: Int64, time: Int64) {
+        signal.fire()
     }
 }

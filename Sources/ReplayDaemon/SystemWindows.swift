@@ -145,12 +145,16 @@ package enum SystemWindows {
             throw ReplayError(.internal, "replay-ui, which shows replayd's system windows, is not installed beside replayd or on PATH. Reinstall OpenReplayKit (`make install`).")
         }
         try paths.prepareDirectory()
+        guard !Task.isCancelled else {
+            throw ReplayError(.shuttingDown, "replayd is shutting down: the \(arguments[0]) window was not shown.")
+        }
         let answerFile = paths.directory + "/ui-\(UUID().uuidString).json"
         defer { unlink(answerFile) }
         let pid = try Spawn.start(executable, arguments: arguments, standardOutput: .file(answerFile, append: false),
                                   standardError: .file(paths.logFile, append: true), group: .newProcessGroup)
-        // The window stays up as long as the person takes: wait for it on a thread of its own.
-        let status = await DedicatedThread.run(named: "replay-ui-wait") { Spawn.waitForExit(pid) }
+        // The window stays up as long as the person takes: wait for it on a thread of its own. Its
+        // asker cancelled (replayd shuts down, the client left), the window is closed (killed).
+        let status = await ChildProcess.waitForExit(pid, threadName: "replay-ui-wait")
         let text = (try? String(contentsOfFile: answerFile, encoding: .utf8)) ?? ""
         guard status == 0, let line = text.split(separator: "\n").last,
               let answer = try? JSONDecoder().decode(Answer.self, from: Data(line.utf8)) else {

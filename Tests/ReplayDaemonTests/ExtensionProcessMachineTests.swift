@@ -283,7 +283,7 @@ struct ExtensionProcessMachineTests {
     }
 
     @Test func theEnvironmentIsCleanAndASetupGetsItsDisplay() {
-        let launcher = ExtensionLauncher(paths: ControlPaths(directory: "/run/user/1000/openreplaykit"))
+        let launcher = ExtensionLauncher(paths: ControlPaths(directory: "/run/user/1000/openreplaykit"), tasks: TaskOwner())
         let manifest = ExtensionManifest(identifier: "org.example.seed", displayName: "Seed Service", kind: .broadcastUpload, executable: "/bin/true",
                                          appGroup: "org.example", folder: "/ext/seed")
         let ours = ["HOME": "/home/u", "SECRET": "x", "XAUTHORITY": "/home/u/.Xauthority", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/b"]
