@@ -281,10 +281,11 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
     private func chooseWindows() {
         let connection = x.connection
         let excluded = Set(excludedWindows.withLock { $0 })
-        if census.windows.contains(where: { $0.pid.map { !members.contains($0) && !nonMembers.contains($0) } ?? false }) {
+        let pids = census.windows.flatMap { [$0.pid] + $0.inner.map(\.pid) }.compactMap { $0 }
+        if pids.contains(where: { !members.contains($0) && !nonMembers.contains($0) }) {
             // A window of a process not seen before: the application may have started a child.
             members = ProcessTree.members(rootedAt: rootProcess)
-            nonMembers = Set(census.windows.compactMap(\.pid)).subtracting(members)
+            nonMembers = Set(pids).subtracting(members)
         }
         appWindows = census.windows.filter { window in
             guard let pid = window.pid, members.contains(pid), !window.isSystemUI else { return false }
@@ -426,6 +427,11 @@ package final class ApplicationCapture: FrameSource, @unchecked Sendable {
                 }
             } else {
                 plane.copy(from: pixels, stride: part.width, into: part)
+            }
+            // Inside it, what is not the application's (another's window reparented into it, or one
+            // the server cannot name) and what is protected: black.
+            for inner in window.inner where inner.isProtected || !(inner.pid.map(members.contains) ?? false) {
+                plane.fill(inner.rect.intersection(part), with: 0xff00_0000)
             }
         }
         if area.area * 2 >= screenRect.area { return (area.y..<area.maxY, true) }

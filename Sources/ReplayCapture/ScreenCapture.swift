@@ -435,8 +435,10 @@ package final class ScreenCapture: FrameSource, @unchecked Sendable {
     /// one do not count: what lies beneath them is recomposed, and so blanked too.
     static func blankedAreas(_ windows: [TopLevelWindow]) -> [PixelRect] {
         var areas: [PixelRect] = []
-        for (index, window) in windows.enumerated() where window.isProtected {
-            var pieces = window.shape
+        for (index, window) in windows.enumerated() {
+            // A protected window stays blank when reparented into another one.
+            var pieces = (window.isProtected ? window.shape : []) + window.inner.filter(\.isProtected).map(\.rect)
+            if pieces.isEmpty { continue }
             for above in windows[(index + 1)...] where !above.isSystemUI && above.clientDepth != 32 {
                 pieces = pieces.flatMap { $0.subtracting(above.outer) }
             }

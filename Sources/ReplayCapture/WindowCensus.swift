@@ -27,6 +27,20 @@ struct TopLevelWindow: Equatable {
     var isSystemUI: Bool
     /// For a protected window: its bounding shape in root coordinates (its rectangle when unshaped).
     var shape: [PixelRect]
+    /// Viewable windows inside `client` that are not plainly its own: made by another process (or one
+    /// X-Resource cannot name), or protected. Composite draws a window's children into its pixmap, so
+    /// a window reparented into an application's would otherwise show in that application's recording.
+    var inner: [InnerWindow] = []
+}
+
+/// A viewable window below a client window, as `TopLevelWindow.inner` keeps it.
+struct InnerWindow: Equatable {
+    var window: xcb_window_t
+    /// Its rectangle with its border, root coordinates.
+    var rect: PixelRect
+    /// The process that made it (X-Resource), nil when the server cannot say.
+    var pid: Int32?
+    var isProtected: Bool
 }
 
 /// What a capture knows of the display's top-level windows, kept up to date from X events: which
@@ -130,14 +144,14 @@ final class WindowCensus {
             clients.append(frame.isClient ? frame.window : (findClient(below: frame.window, depth: 3) ?? frame.window))
             if !watched.contains(frame.window) {
                 // A frame's own children: the client mapped, resized or reparented inside it.
-                let mask: [UInt32] = [frame.isClient ? XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue
-                                      : XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue | XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue]
+                let mask: [UInt32] = [XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue | XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue]
                 xcb_change_window_attributes(connection, frame.window, XCB_CW_EVENT_MASK.rawValue, mask)
                 watched.insert(frame.window)
             }
         }
         for client in clients where !watched.contains(client) {
-            let mask: [UInt32] = [XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue]
+            // Its children too: a window mapped or reparented inside it.
+            let mask: [UInt32] = [XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue | XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue]
             xcb_change_window_attributes(connection, client, XCB_CW_EVENT_MASK.rawValue, mask)
             watched.insert(client)
         }
@@ -173,7 +187,15 @@ final class WindowCensus {
         for index in found.indices where found[index].isProtected {
             found[index].shape = boundingShape(of: found[index])
         }
-        watched.formIntersection(Set(found.map(\.frame) + found.map(\.client)))
+        let innerWindows = findInnerWindows(of: found)
+        watched.formIntersection(Set(found.map(\.frame) + found.map(\.client) + innerWindows.watched))
+        for index in found.indices {
+            found[index].inner = innerWindows.byClient[found[index].client, default: []].filter {
+                $0.isProtected || $0.pid == nil || $0.pid != found[index].pid
+            }
+        }
+        let live = Set(found.map(\.client) + innerWindows.watched)
+        owners = owners.filter { live.contains($0.key) }
         if found != windows { generation += 1 }
         windows = found
     }
@@ -219,29 +241,98 @@ final class WindowCensus {
         return nil
     }
 
-    /// Who owns each client window: X-Resource's local client pid (the kernel's word, through the X
-    /// server), else `_NET_WM_PID` (what the client says). Cached: a window's owner never changes.
-    private func resolveOwners(_ windows: inout [TopLevelWindow]) {
+    /// The viewable windows below each client, a level at a time (one round trip per level, at most
+    /// `depth` levels and `limit` windows in all: a deeper or larger tree is cut, and what is cut is
+    /// not drawn into a frame by us but stays in the client's pixmap, hence the generous bounds).
+    /// Each is watched for windows mapped or reparented inside it.
+    private func findInnerWindows(of windows: [TopLevelWindow], depth: Int = 8, limit: Int = 512)
+        -> (byClient: [xcb_window_t: [InnerWindow]], watched: [xcb_window_t]) {
         let connection = x.connection
-        let unknown = windows.indices.filter { owners[windows[$0].client] == nil }
+        var byClient: [xcb_window_t: [InnerWindow]] = [:]
+        var watchedNow: [xcb_window_t] = []
+        var level: [(window: xcb_window_t, client: xcb_window_t)] = windows.map { ($0.client, $0.client) }
+        var seen = 0
+        for _ in 0..<depth where !level.isEmpty && seen < limit {
+            let treeCookies = level.map { xcb_query_tree(connection, $0.window) }
+            var children: [(window: xcb_window_t, client: xcb_window_t)] = []
+            for (index, cookie) in treeCookies.enumerated() {
+                guard let tree = xcb_query_tree_reply(connection, cookie, nil) else { continue }
+                let ids = UnsafeBufferPointer(start: xcb_query_tree_children(tree), count: Int(xcb_query_tree_children_length(tree)))
+                children += ids.prefix(max(0, limit - seen - children.count)).map { ($0, level[index].client) }
+                free(tree)
+            }
+            seen += children.count
+            let attributeCookies = children.map { xcb_get_window_attributes(connection, $0.window) }
+            let geometryCookies = children.map { xcb_get_geometry(connection, $0.window) }
+            let translateCookies = children.map { xcb_translate_coordinates(connection, $0.window, x.root, 0, 0) }
+            let protectedCookies = children.map { xcb_get_property(connection, 0, $0.window, protectedAtom, XCB_ATOM_CARDINAL.rawValue, 0, 1) }
+            var next: [(window: xcb_window_t, client: xcb_window_t)] = []
+            var found: [(window: xcb_window_t, client: xcb_window_t, rect: PixelRect, isProtected: Bool)] = []
+            for (index, child) in children.enumerated() {
+                let attributes = xcb_get_window_attributes_reply(connection, attributeCookies[index], nil)
+                let geometry = xcb_get_geometry_reply(connection, geometryCookies[index], nil)
+                let translated = xcb_translate_coordinates_reply(connection, translateCookies[index], nil)
+                let protectedValue = propertyBytes(xcb_get_property_reply(connection, protectedCookies[index], nil))
+                defer { free(attributes); free(geometry); free(translated) }
+                guard let attributes, let geometry, let translated,
+                      attributes.pointee.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue),
+                      attributes.pointee._class != UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue) else { continue }
+                let border = Int(geometry.pointee.border_width)
+                let rect = PixelRect(x: Int(translated.pointee.dst_x) - border, y: Int(translated.pointee.dst_y) - border,
+                                     width: Int(geometry.pointee.width) + 2 * border, height: Int(geometry.pointee.height) + 2 * border)
+                let isProtected = protectedValue.count >= 4 && protectedValue.withUnsafeBytes { $0.load(as: UInt32.self) } == 1
+                found.append((child.window, child.client, rect, isProtected))
+                next.append(child)
+            }
+            let pids = clientPIDs(of: found.map(\.window))
+            for window in found {
+                byClient[window.client, default: []].append(
+                    InnerWindow(window: window.window, rect: window.rect, pid: pids[window.window], isProtected: window.isProtected))
+                if !watched.contains(window.window) {
+                    let mask: [UInt32] = [XCB_EVENT_MASK_SUBSTRUCTURE_NOTIFY.rawValue | XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue]
+                    xcb_change_window_attributes(connection, window.window, XCB_CW_EVENT_MASK.rawValue, mask)
+                    watched.insert(window.window)
+                }
+                watchedNow.append(window.window)
+            }
+            level = next
+        }
+        return (byClient, watchedNow)
+    }
+
+    /// X-Resource's local client pid of each window (the kernel's word, through the X server), for
+    /// those it can name; cached in `owners` (a window's owner never changes).
+    private func clientPIDs(of windows: [xcb_window_t]) -> [xcb_window_t: Int32] {
+        let connection = x.connection
+        let unknown = windows.filter { owners[$0] == nil }
         if hasResource {
-            let cookies = unknown.map { index in
-                var spec = xcb_res_client_id_spec_t(client: windows[index].client, mask: XCB_RES_CLIENT_ID_MASK_LOCAL_CLIENT_PID.rawValue)
+            let cookies = unknown.map { window in
+                var spec = xcb_res_client_id_spec_t(client: window, mask: XCB_RES_CLIENT_ID_MASK_LOCAL_CLIENT_PID.rawValue)
                 return xcb_res_query_client_ids(connection, 1, &spec)
             }
-            for (index, cookie) in zip(unknown, cookies) {
+            for (window, cookie) in zip(unknown, cookies) {
                 guard let reply = xcb_res_query_client_ids_reply(connection, cookie, nil) else { continue }
                 defer { free(reply) }
                 var iterator = xcb_res_query_client_ids_ids_iterator(reply)
                 while iterator.rem > 0 {
                     if let value = iterator.data, value.pointee.spec.mask & XCB_RES_CLIENT_ID_MASK_LOCAL_CLIENT_PID.rawValue != 0,
                        xcb_res_client_id_value_value_length(value) >= 1, let pid = xcb_res_client_id_value_value(value) {
-                        owners[windows[index].client] = Int32(bitPattern: pid.pointee)
+                        owners[window] = Int32(bitPattern: pid.pointee)
                     }
                     xcb_res_client_id_value_next(&iterator)
                 }
             }
         }
+        var pids: [xcb_window_t: Int32] = [:]
+        for window in windows { if let pid = owners[window] { pids[window] = pid } }
+        return pids
+    }
+
+    /// Who owns each client window: X-Resource's local client pid (the kernel's word, through the X
+    /// server), else `_NET_WM_PID` (what the client says). Cached: a window's owner never changes.
+    private func resolveOwners(_ windows: inout [TopLevelWindow]) {
+        let connection = x.connection
+        _ = clientPIDs(of: windows.map(\.client))
         let stillUnknown = windows.indices.filter { owners[windows[$0].client] == nil }
         let cookies = stillUnknown.map { xcb_get_property(connection, 0, windows[$0].client, netWMPID, XCB_ATOM_CARDINAL.rawValue, 0, 1) }
         for (index, cookie) in zip(stillUnknown, cookies) {
@@ -252,8 +343,6 @@ final class WindowCensus {
         for index in windows.indices {
             if let pid = owners[windows[index].client] { windows[index].pid = pid }
         }
-        let live = Set(windows.map(\.client))
-        owners = owners.filter { live.contains($0.key) }
     }
 
     /// A window's bounding shape in root coordinates; its rectangle when unshaped (or without SHAPE).

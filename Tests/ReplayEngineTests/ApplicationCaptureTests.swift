@@ -288,6 +288,45 @@ struct ApplicationCaptureTests {
         }
     }
 
+    /// A protected window reparented into another app's window (as `xdotool windowreparent` did it)
+    /// is no longer a top-level window, and it stays blank all the same.
+    @Test func aProtectedWindowReparentedIntoAnotherStaysBlank() async throws {
+        try await TestEnvironment.with(Self.environment()) { environment in
+            var protectedOptions = TestApp.Options(colour: Self.red, rect: PixelRect(x: 20, y: 20, width: 80, height: 50))
+            protectedOptions.protectedWindow = true
+            let protected = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil, options: protectedOptions)
+            let host = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                               options: TestApp.Options(colour: Self.blue, rect: PixelRect(x: 260, y: 20, width: 160, height: 100)))
+            defer { protected.kill(); host.kill() }
+            _ = try await ProcessRunner.run("xdotool", arguments: ["mousemove", "479", "269"],
+                                            environment: environment.xvfb.environment, timeout: .seconds(5))
+            let victim = try #require(protected.output.split(separator: " ").first { $0.hasPrefix("0x") }.map(String.init))
+            let into = try #require(host.output.split(separator: " ").first { $0.hasPrefix("0x") }.map(String.init))
+            let reparent = try await ProcessRunner.run("xdotool", arguments: ["windowreparent", victim, into],
+                                                       environment: environment.xvfb.environment, timeout: .seconds(5))
+            #expect(reparent.succeeded, "\(reparent)")
+            // On the screen the red window is now inside the blue one's top-left corner.
+            var screen = try await environment.xvfb.screenshot()
+            for _ in 0..<50 where !screen.pixel(x: 300, y: 40).isClose(to: RGB(hex: Self.red)) {
+                try await Task.sleep(for: .milliseconds(100))
+                screen = try await environment.xvfb.screenshot()
+            }
+            #expect(screen.pixel(x: 300, y: 40).isClose(to: RGB(hex: Self.red)), "reparented: \(screen.pixel(x: 300, y: 40))")
+
+            let file = try await record(.screen(display: environment.xvfb.display), seconds: 2, name: "reparented-protected.mp4", in: environment)
+            let frames = try await FrameDecoder.allFrames(in: file, crop: PixelRect(x: 0, y: 0, width: 480, height: 270))
+            #expect(!frames.isEmpty)
+            var leaked = 0
+            for frame in frames { leaked += frame.count(in: PixelRect(x: 0, y: 0, width: 460, height: 250)) { $0.r > 120 } }
+            #expect(leaked == 0, "the protected window (red) in no frame: \(leaked) pixels")
+            let last = try #require(frames.last)
+            #expect(last.pixel(x: 300, y: 40).luma < 30, "blank where it is: \(last.pixel(x: 300, y: 40))")
+            #expect(last.pixel(x: 400, y: 100).isClose(to: RGB(hex: Self.blue), tolerance: 60), "the window it is in shows around it")
+            await protected.stop()
+            await host.stop()
+        }
+    }
+
     /// Grid points (every 3 pixels) that break "inside each rectangle (5 pixels in) its colour,
     /// outside all of them (5 pixels out) black": at most 10 described.
     static func check(_ image: RGBImage, only windows: [(PixelRect, RGB)]) -> [String] {

@@ -76,6 +76,44 @@ extension SystemTests.AppSessionTests {
         }
     }
 
+    /// Another app's window reparented into the app's own during its recording (`xdotool
+    /// windowreparent`, as the attack was tried): Composite would draw it into the app's pixmap,
+    /// but it is not the app's, so it is black there, and the rest of the app's window still shows.
+    @Test func anotherAppsWindowReparentedIntoTheAppsIsBlack() async throws {
+        try await TestEnvironment.with(.init(content: nil)) { environment in
+            let replayd = try await App.startReplayd(environment, consent: "allow")
+            defer { _ = replayd.isRunning }
+            let other = try await App.otherApp(environment)
+            defer { Task { await other.stop() } }
+            let victim = try #require(other.output.split(separator: " ").first { $0.hasPrefix("0x") }.map(String.init), "\(other.output)")
+            let out = environment.outputPath("reparented.mp4")
+            let child = [try Binaries.testContent(), "--app", "400x400+600+100", "--colour", "00ff00", "--no-audio"].joined(separator: "|")
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["child=\(child)", "start", "sleep=4", "stop-to=\(out)"],
+                                            environment: environment.environment)
+            let started = ContinuousClock.now
+            while !app.currentOutput.contains(#""step":"start""#) {
+                guard app.isRunning, ContinuousClock.now - started < .seconds(30) else { throw HarnessError("the app did not start: \(app.currentOutput)") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let found = try await ProcessRunner.run("xdotool", arguments: ["search", "--name", "replay-testcontent app"],
+                                                    environment: environment.environment, timeout: .seconds(10))
+            let own = try #require(found.stdout.split(separator: "\n").map(String.init).first { UInt32($0) != UInt32(victim.dropFirst(2), radix: 16) },
+                                   "the app's window among \(found.stdout)")
+            // Into the app's window at (0, 0): the red window now covers its top-left 300x300.
+            let reparent = try await ProcessRunner.run("xdotool", arguments: ["windowreparent", victim, own],
+                                                       environment: environment.environment, timeout: .seconds(10))
+            #expect(reparent.succeeded, "\(reparent)")
+            let result = try await app.waitForExit(timeout: .seconds(60))
+            #expect(App.lines(result.stdout).first { $0["step"] as? String == "stop-to=\(out)" }?["ok"] as? Bool == true, "\(result)")
+            // The screen itself shows the red window inside the green one: the attack took place.
+            let screen = try await environment.xvfb.screenshot()
+            #expect(screen.pixel(x: 700, y: 200).isClose(to: RGB(255, 0, 0)), "red inside the app's window on screen: \(screen.pixel(x: 700, y: 200))")
+            let frame = try await FrameDecoder.frame(at: 3.0, in: out)
+            #expect(frame.pixel(x: 700, y: 200).isClose(to: RGB(0, 0, 0)), "black where the other app's window is: \(frame.pixel(x: 700, y: 200))")
+            #expect(frame.pixel(x: 950, y: 450).isClose(to: RGB(0, 255, 0)), "the app's own green still shows: \(frame.pixel(x: 950, y: 450))")
+        }
+    }
+
     @Test func thePersonsRecordingInterruptsTheApp() async throws {
         try await TestEnvironment.with { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
