@@ -248,7 +248,10 @@ let package = Package(
                                                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
                     swiftSettings: swiftSettings),
         .testTarget(name: "SystemWindowsTests", dependencies: ["ReplayTesting"], swiftSettings: swiftSettings),
-        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ExtensionStreaming", "ReplayIPC", "ReplayTesting"], swiftSettings: swiftSettings),
+        // Fixtures: iOS ReplayKit sources with only their imports changed, which IOSSourceCompileTests
+        // type-check against the built OpenReplayKit module in Swift 5 and 6 language modes.
+        .testTarget(name: "OpenReplayKitTests", dependencies: ["OpenReplayKit", "ExtensionStreaming", "ReplayIPC", "ReplayTesting"],
+                    exclude: ["Fixtures"], swiftSettings: swiftSettings),
         // CAPI: the C program and the Python script that CAPITests compile and run against libopenreplaykit.so.
         .testTarget(name: "SystemTests", dependencies: ["ReplayTesting"], exclude: ["CAPI"], swiftSettings: swiftSettings),
         // A headless GNOME Shell with its portal (ReplayTesting's GnomeSession); Support: the Python helpers the

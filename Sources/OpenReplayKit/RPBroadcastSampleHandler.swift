@@ -99,7 +99,12 @@ public struct RPBroadcastExtensionHostToken: Sendable {
 /// broadcast replayd started this program for, and exits when it is over (status 0; 1 when it
 /// could not attach).
 public func RPBroadcastExtensionMain(_ handlerType: RPBroadcastSampleHandler.Type) -> Never {
-    RPBroadcastExtensionMain { handlerType.init(extensionHost: RPBroadcastExtensionHostToken()) }
+    RPBroadcastExtensionMain { makeHandler(of: handlerType) }
+}
+
+/// An instance of `handlerType` made with its own `init()` (or its superclass's, when it has none).
+func makeHandler(of handlerType: RPBroadcastSampleHandler.Type) -> RPBroadcastSampleHandler {
+    handlerType.init(extensionHost: RPBroadcastExtensionHostToken())
 }
 
 /// The same for a handler made some other way (one whose initializer takes arguments):

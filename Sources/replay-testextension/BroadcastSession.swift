@@ -40,6 +40,17 @@ final class BroadcastSession: @unchecked Sendable {
 
     func authentificate(_ credentials: String) { note("authenticated \(credentials)") }
 
+    /// The main thread runs its run loop in an extension, as on iOS: a `Timer` on `RunLoop.main` and
+    /// the main queue each note their first run (`main run loop timer`, `main queue`).
+    func startStatistics() {
+        DispatchQueue.main.async { self.note("main queue") }
+        let timer = Timer(timeInterval: 0.2, repeats: true) { timer in
+            self.note("main run loop timer")
+            timer.invalidate()
+        }
+        RunLoop.main.add(timer, forMode: .default)
+    }
+
     func userLoggedIn(_ setupInfo: [String: NSObject]?) -> Bool {
         let info = setupInfo ?? [:]
         note("started " + info.keys.sorted().map { "\($0)=\(info[$0]!)" }.joined(separator: " "))

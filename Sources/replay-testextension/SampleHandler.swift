@@ -3,7 +3,6 @@
 // OpenReplayKit, gives the same names. `BroadcastSession` and `KeychainAccess` are the service
 // developer's own code in the talk (BroadcastSession.swift here); the talk's
 // `VTCompressionSessionEncodeFrame` call becomes the session's `encode`, which notes the picture.
-import Foundation
 import OpenReplayKit
 
 class SampleHandler: RPBroadcastSampleHandler {
@@ -17,6 +16,9 @@ class SampleHandler: RPBroadcastSampleHandler {
         let credentials = KeychainAccess.getLoginCredentials()
         session.authentificate(credentials)
         SampleHandlerBox.handler = self
+        // Not the talk's: a statistics timer on the main run loop and work on the main queue, as
+        // real services' handlers start them in init (the tests check that both run here).
+        session.startStatistics()
     }
 
     // Override broadcastStarted to prepare to receive media samples

@@ -4,11 +4,16 @@
 // the test: {"action": "complete", "broadcastURL": …, "setupInfo": {…}}, {"action": "cancel",
 // "reason": …}, {"action": "exit"} (leaves without an answer) or {"action": "wait"} (never answers). What it sees goes, one line each,
 // to `events.log` in the same folder: the application info, and its app group's answers.
-import Foundation
 import OpenReplayKit
 
 class BroadcastSetupViewController: RPBroadcastSetupViewController {
-    private let folder = ProcessInfo.processInfo.environment["ORK_EXTENSION_FOLDER"] ?? "/tmp"
+    private let folder: String
+
+    // Set up in `override init()`, as iOS controllers may be: the runtime makes it through its class.
+    override init() {
+        folder = ProcessInfo.processInfo.environment["ORK_EXTENSION_FOLDER"] ?? "/tmp"
+        super.init()
+    }
 
     override func viewDidLoad() {
         loadBroadcastingApplicationInfo { bundleID, displayName, appIcon in

@@ -86,12 +86,18 @@ public func CMRemoveAttachment(_ target: CMAttachmentBearer, key: CFString) {
     CMSetAttachment(target, key: key, value: nil, attachmentMode: kCMAttachmentMode_ShouldNotPropagate)
 }
 
-/// One mutable dictionary per sample (a picture has one; a chunk of sound is one sample here for
-/// its attachments), made when first asked with `createIfNecessary`, then the same one each call.
-/// Keys are `kCMSampleAttachmentKey_…`; the capture sets none (every picture stands alone).
+/// One dictionary per sample (a picture has one; a chunk of sound is one sample here for its
+/// attachments), made when first asked with `createIfNecessary`, then the same each call; read it as
+/// `as? [[CFString: Any]]`. Keys are `kCMSampleAttachmentKey_…`; the capture sets none (every picture
+/// stands alone). Writing into it is not offered: Linux's Foundation hands out a copy of a dictionary
+/// kept in an array, and `CFDictionarySetValue` does not exist here.
 public func CMSampleBufferGetSampleAttachmentsArray(_ sbuf: CMSampleBuffer, createIfNecessary: Bool) -> CFArray? {
     let made = sbuf.sampleAttachments.withLock { stored -> AttachmentValue? in
-        if stored == nil, createIfNecessary { stored = AttachmentValue(NSMutableArray(object: NSMutableDictionary())) }
+        if stored == nil, createIfNecessary {
+            let array = NSMutableArray()
+            array.add(NSMutableDictionary())
+            stored = AttachmentValue(array)
+        }
         return stored
     }
     return made?.object as? NSArray
