@@ -11,6 +11,11 @@ import Glibc
 /// it calls `onClick` (replayd stops the session). replayd leaves it out of the captured frames
 /// (`ScreenRecorder.exclude(window:)` with `windowID`).
 ///
+/// Another X client cannot hide it: unmapped it maps itself again, moved it goes back, covered it
+/// raises itself; when it stays covered for `coveredLimit`, is covered again and again (a program
+/// fighting it for the top), or its window or connection is taken away (`xkill`), it calls
+/// `onClick` too: a session must not go on unseen.
+///
 /// It has its own XCB connection and its own thread (blocking `poll` on the X socket and a wake
 /// pipe), so no X call runs on the cooperative pool. `close()` (or deinit) destroys the window,
 /// disconnects and joins the thread.
@@ -77,6 +82,14 @@ public struct IndicatorError: Error, Sendable, CustomStringConvertible {
 private final class IndicatorWorker: @unchecked Sendable {
     static let size = (width: 104, height: 30)
     static let margin = 12
+    /// How long it may stay covered, raising itself all the while, before the session stops.
+    static let coveredLimit: Duration = .seconds(1)
+    /// More covers than this in `fightWindow`: a program fights it for the top (a new window covers
+    /// it once), and the session stops.
+    static let fightCovers = 10
+    static let fightWindow: Duration = .seconds(2)
+    /// How often it raises itself while covered.
+    static let raiseInterval: Int32 = 50
 
     let display: String
     let startedAt: ContinuousClock.Instant
@@ -248,13 +261,20 @@ private final class IndicatorWorker: @unchecked Sendable {
                            _ surface: OpaquePointer, _ rectangle: PixelRect) {
         let clock = ContinuousClock()
         var shownSecond = -1
+        var coveredSince: ContinuousClock.Instant?
+        var covers: [ContinuousClock.Instant] = []
         var fds = [pollfd(fd: xcb_get_file_descriptor(connection), events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        /// Another program hid it for good: the session stops (once).
+        func taken(_ how: String) {
+            logger.warning("\(how): stopping the session, which must not go on unseen")
+            onClick()
+        }
         while true {
-            // Wake at the next whole second of elapsed time.
+            // Wake at the next whole second of elapsed time; often while covered, to raise itself.
             let elapsed = clock.now - startedAt
             let intoSecond = Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
-            let timeout = Int32(max(10, 1000 - intoSecond))
+            let timeout = coveredSince == nil ? Int32(max(10, 1000 - intoSecond)) : Self.raiseInterval
             fds[0].revents = 0
             fds[1].revents = 0
             let ready = poll(&fds, 2, timeout)
@@ -271,15 +291,54 @@ private final class IndicatorWorker: @unchecked Sendable {
                     onClick()
                 case UInt8(XCB_VISIBILITY_NOTIFY):
                     let state = event.withMemoryRebound(to: xcb_visibility_notify_event_t.self, capacity: 1) { $0.pointee.state }
-                    if state != UInt8(XCB_VISIBILITY_UNOBSCURED.rawValue) { raise(connection, window) }
+                    if state == UInt8(XCB_VISIBILITY_UNOBSCURED.rawValue) {
+                        coveredSince = nil
+                    } else {
+                        if coveredSince == nil {
+                            covers = covers.filter { clock.now - $0 < Self.fightWindow } + [clock.now]
+                            if covers.count > Self.fightCovers {
+                                covers = []
+                                taken("another window covered the indicator \(Self.fightCovers) times in \(Self.fightWindow)")
+                            }
+                        }
+                        coveredSince = coveredSince ?? clock.now
+                        raise(connection, window)
+                    }
+                case UInt8(XCB_UNMAP_NOTIFY):
+                    // Only another client unmaps it: shown again at once.
+                    logger.warning("another program unmapped the indicator: shown again")
+                    xcb_map_window(connection, window)
+                    raise(connection, window)
+                case UInt8(XCB_CONFIGURE_NOTIFY):
+                    let moved = event.withMemoryRebound(to: xcb_configure_notify_event_t.self, capacity: 1) { $0.pointee }
+                    if Int(moved.x) != rectangle.x || Int(moved.y) != rectangle.y
+                        || Int(moved.width) != rectangle.width || Int(moved.height) != rectangle.height {
+                        let values: [UInt32] = [UInt32(rectangle.x), UInt32(rectangle.y), UInt32(rectangle.width), UInt32(rectangle.height)]
+                        let mask = XCB_CONFIG_WINDOW_X.rawValue | XCB_CONFIG_WINDOW_Y.rawValue
+                            | XCB_CONFIG_WINDOW_WIDTH.rawValue | XCB_CONFIG_WINDOW_HEIGHT.rawValue
+                        xcb_configure_window(connection, window, UInt16(mask), values)
+                        raise(connection, window)
+                    }
+                case UInt8(XCB_DESTROY_NOTIFY):
+                    free(event)
+                    taken("another program destroyed the indicator")
+                    return
                 default:
                     break
                 }
                 free(event)
             }
             if xcb_connection_has_error(connection) != 0 {
-                logger.warning("the indicator lost its X connection to \(display)")
+                taken("the indicator lost its X connection to \(display) (killed by another program, or the display went away)")
                 break
+            }
+            if let since = coveredSince {
+                if clock.now - since >= Self.coveredLimit {
+                    taken("another window kept the indicator covered for \(Self.coveredLimit)")
+                    coveredSince = nil
+                } else {
+                    raise(connection, window)
+                }
             }
             let second = Int((clock.now - startedAt).components.seconds)
             if redraw || second != shownSecond {

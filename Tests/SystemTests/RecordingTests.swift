@@ -268,6 +268,77 @@ extension SystemTests {
             }
         }
 
+        /// Another X client tries to hide the indicator (issue 29: one request unmapped it for good):
+        /// unmapped it is back, moved it goes back, covered it comes above, and killed the
+        /// recording stops, its file complete.
+        @Test("The indicator cannot be hidden: unmapped, moved or covered it comes back; killed, the recording stops",
+              .timeLimit(.minutes(2)))
+        func indicatorCannotBeHidden() async throws {
+            try await TestEnvironment.with(.init(content: nil)) { environment in
+                let file = environment.outputPath("unhidden.mp4")
+                let recorder = try environment.startReplay(["record", "-o", file])
+                _ = try await waitUntilRecording(environment, background: recorder)
+                let env = environment.xvfb.environment
+                func x(_ tool: String, _ arguments: [String]) async throws -> ProcessResult {
+                    try await ProcessRunner.run(tool, arguments: arguments, environment: env, timeout: .seconds(10))
+                }
+                let id = try #require(try await x("xdotool", ["search", "--classname", "replayd-indicator"]).stdout
+                    .split(separator: "\n").first.map(String.init), "the indicator's window")
+                func geometry() async throws -> (viewable: Bool, x: Int, y: Int) {
+                    let info = try await x("xwininfo", ["-id", id]).stdout
+                    func value(_ key: String) -> Int { Int(info.split(separator: "\n").first { $0.contains(key) }?.split(separator: ":").last?
+                        .trimmingCharacters(in: .whitespaces) ?? "") ?? -1 }
+                    return (info.contains("IsViewable"), value("Absolute upper-left X"), value("Absolute upper-left Y"))
+                }
+                func redDotShows() async throws -> Bool {
+                    let shot = try await environment.xvfb.screenshot()
+                    let corner = PixelRect(x: shot.width - 140, y: 0, width: 140, height: 60)
+                    return shot.count(in: corner) { $0.r > 200 && $0.g < 60 && $0.b < 60 } > 20
+                }
+                let home = try await geometry()
+                #expect(home.viewable && home.x > 0)
+
+                _ = try await x("xdotool", ["windowunmap", id])
+                var back = try await geometry()
+                for _ in 0..<20 where !back.viewable { try await Task.sleep(for: .milliseconds(50)); back = try await geometry() }
+                #expect(back.viewable, "mapped again after another client unmapped it")
+
+                _ = try await x("xdotool", ["windowmove", id, "0", "300"])
+                for _ in 0..<20 where back.x != home.x || back.y != home.y { try await Task.sleep(for: .milliseconds(50)); back = try await geometry() }
+                #expect(back.x == home.x && back.y == home.y, "moved back from (0, 300): at (\(back.x), \(back.y))")
+
+                // A window mapped over it (on top, as a new window is).
+                let cover = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                                    options: .init(colour: 0x00ff00, rect: PixelRect(x: environment.xvfb.width - 200, y: 0, width: 200, height: 100)))
+                var shows = try await redDotShows()
+                for _ in 0..<20 where !shows { try await Task.sleep(for: .milliseconds(50)); shows = try await redDotShows() }
+                #expect(shows, "the red dot is above the window mapped over it")
+                #expect(recorder.isRunning, "covered once, it raised itself: the recording goes on")
+                await cover.stop()
+
+                // Its X connection killed (xkill): nothing can show it any more, so the recording stops.
+                _ = try await x("xdotool", ["windowkill", id])
+                let ended = try await recorder.waitForExit(timeout: .seconds(20))
+                #expect(ended.succeeded, "\(ended)")
+                let info = try await MediaProbe.probe(file, countFrames: false)
+                #expect((info.format.duration ?? 0) > 0.5 && info.videoStreams.count == 1, "the file is complete up to then: \(info)")
+
+                // A window that keeps raising itself over it: after a second of that, the recording stops.
+                let second = try environment.startReplay(["record", "-o", environment.outputPath("covered.mp4")])
+                _ = try await waitUntilRecording(environment, background: second)
+                let raiser = try await TestApp.start(on: environment.xvfb, pulseEnvironment: nil,
+                                                     options: .init(colour: 0x00ff00, rect: PixelRect(x: environment.xvfb.width - 200, y: 0, width: 200, height: 100)))
+                let coverID = try #require(raiser.output.split(separator: " ").first { $0.hasPrefix("0x") }.map(String.init))
+                let deadline = ContinuousClock.now + .seconds(10)
+                while second.isRunning && ContinuousClock.now < deadline {
+                    _ = try await x("xdotool", ["windowraise", coverID])
+                }
+                await raiser.stop()
+                #expect(!second.isRunning, "kept covered, the recording stopped")
+                _ = try? await second.waitForExit(timeout: .seconds(10))
+            }
+        }
+
         @Test("The indicator: a red dot on screen at the top right, in no recorded frame (what lies beneath instead)",
               .timeLimit(.minutes(2)))
         func indicator() async throws {
