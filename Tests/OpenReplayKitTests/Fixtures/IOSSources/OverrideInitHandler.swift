@@ -58,10 +58,13 @@ class SampleHandler: RPBroadcastSampleHandler {
             return
         }
         let statistics = self.statistics
-        statsTimer = Timer.scheduledTimer(withTimeInterval: 1.0, repeats: true) { _ in
+        // The handler's calls come on a queue without a run loop: the timer goes on the main one.
+        let timer = Timer(timeInterval: 1.0, repeats: true) { _ in
             let snapshot = statistics.takeSnapshot()
             print("sent \(snapshot.frames) frames, \(snapshot.bytes) bytes")
         }
+        RunLoop.main.add(timer, forMode: .common)
+        statsTimer = timer
         DispatchQueue.main.asyncAfter(deadline: .now() + 5) {
             print("still live")
         }
