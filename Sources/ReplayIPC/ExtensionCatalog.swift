@@ -65,13 +65,18 @@ public struct ExtensionProblem: Sendable, Equatable, CustomStringConvertible {
 
 /// Where extensions are found, and what is there.
 ///
-/// Folders, first found wins for an identifier:
+/// Folders:
 /// 1. `$XDG_DATA_HOME/openreplaykit/extensions/` (default `~/.local/share/…`): the user's own;
 /// 2. `PREFIX/share/openreplaykit/extensions/` for the PREFIX the running program is installed in
 ///    (`PREFIX/bin/replayd`), then each `$XDG_DATA_DIRS` entry's (default `/usr/local/share:/usr/share`);
 /// 3. the extensions that ship with the project, found beside the running program as product
 ///    executables (`.build/debug/replay-extension-rtmp` beside `.build/debug/replay`), so that a
 ///    build works before `make install`; their manifest is `shipped` below.
+///
+/// An identifier belongs to the first installed (2) or shipped (3) extension that has it; one in the
+/// user's folder (which any program of the user can write) with an identifier installed or shipped
+/// elsewhere is refused: it would receive that one's secrets. An app group belongs to one extension
+/// (`claimingAppGroups`) and to the setup extension its manifest names; any other claim is refused.
 ///
 /// Each extension is a folder `ID.orkextension/` holding `manifest.json`, its executable and its icon.
 public struct ExtensionCatalog: Sendable {
@@ -92,9 +97,7 @@ public struct ExtensionCatalog: Sendable {
     /// The folders searched, in order, for `environment` and a program at `executablePath`.
     public static func folders(environment: [String: String], executablePath: String?) -> [String] {
         var folders: [String] = []
-        if let dataHome = environment["XDG_DATA_HOME"].flatMap({ $0.hasPrefix("/") ? $0 : nil }) ?? environment["HOME"].map({ $0 + "/.local/share" }) {
-            folders.append(dataHome + "/openreplaykit/extensions")
-        }
+        if let user = userFolder(environment: environment) { folders.append(user) }
         if let executablePath {
             let prefix = ((executablePath as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
             folders.append(prefix + "/share/openreplaykit/extensions")
@@ -106,17 +109,24 @@ public struct ExtensionCatalog: Sendable {
         return folders.map { ($0 as NSString).standardizingPath }.filter { seen.insert($0).inserted }
     }
 
-    /// Reads every folder; a malformed manifest is a problem, never an error.
+    /// Reads every folder; a malformed manifest, a taken identifier or a taken app group is a
+    /// problem, never an error.
     public static func load(environment: [String: String]? = nil,
                             executablePath: String? = currentExecutable()) -> ExtensionCatalog {
         let environment = environment ?? ProcessInfo.processInfo.environment
         var found: [ExtensionManifest] = []
         var problems: [ExtensionProblem] = []
         var identifiers = Set<String>()
-        for folder in folders(environment: environment, executablePath: executablePath) {
-            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
-            for entry in entries.sorted() where entry.hasSuffix(".orkextension") {
-                switch read(folder + "/" + entry) {
+        let all = folders(environment: environment, executablePath: executablePath)
+        let user = userFolder(environment: environment)
+        func read(_ folder: String) -> [(file: String, result: Result<ExtensionManifest, ExtensionProblem>)] {
+            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return [] }
+            return entries.sorted().filter { $0.hasSuffix(".orkextension") }
+                .map { (folder + "/" + $0 + "/manifest.json", Self.read(folder + "/" + $0)) }
+        }
+        for folder in all where folder != user {
+            for (_, result) in read(folder) {
+                switch result {
                 case .success(let manifest):
                     if identifiers.insert(manifest.identifier).inserted { found.append(manifest) }
                 case .failure(let problem):
@@ -136,7 +146,51 @@ public struct ExtensionCatalog: Sendable {
                 found.append(built)
             }
         }
-        return ExtensionCatalog(extensions: found, problems: problems)
+        if let user {
+            for (file, result) in read(user) {
+                switch result {
+                case .success(let manifest) where identifiers.contains(manifest.identifier):
+                    let owner = found.first { $0.identifier == manifest.identifier }?.folder ?? "another folder"
+                    problems.append(ExtensionProblem(file: file, field: "identifier",
+                        reason: "\(manifest.identifier) is installed in \(owner): one in your folder cannot take its place (it would receive its secrets). Give yours an identifier of its own."))
+                case .success(let manifest):
+                    identifiers.insert(manifest.identifier)
+                    found.append(manifest)
+                case .failure(let problem):
+                    problems.append(problem)
+                }
+            }
+        }
+        return ExtensionCatalog(extensions: claimingAppGroups(found, problems: &problems), problems: problems)
+    }
+
+    /// `found` less the extensions that claim an app group belonging to another. The group's owner
+    /// is, in `found`'s order (installed and shipped first), the first claimant named in the group's
+    /// reverse-DNS space (`org.example.a` for `org.example`), else the first claimant; upload
+    /// extensions before setup ones. The setup extension the owner's manifest names may share it.
+    static func claimingAppGroups(_ found: [ExtensionManifest], problems: inout [ExtensionProblem]) -> [ExtensionManifest] {
+        var owners: [String: ExtensionManifest] = [:]
+        let uploadsFirst = found.filter { $0.kind == .broadcastUpload } + found.filter { $0.kind != .broadcastUpload }
+        for manifest in uploadsFirst {
+            guard let group = manifest.appGroup, manifest.identifier == group || manifest.identifier.hasPrefix(group + ".") else { continue }
+            if owners[group] == nil { owners[group] = manifest }
+        }
+        for manifest in uploadsFirst {
+            if let group = manifest.appGroup, owners[group] == nil { owners[group] = manifest }
+        }
+        return found.filter { manifest in
+            guard let group = manifest.appGroup, let owner = owners[group], owner.identifier != manifest.identifier,
+                  owner.setupExtension != manifest.identifier else { return true }
+            problems.append(ExtensionProblem(file: (manifest.folder ?? "?") + "/manifest.json", field: "appGroup",
+                reason: "the app group \(group) belongs to \(owner.identifier), whose manifest does not name \(manifest.identifier)"))
+            return false
+        }
+    }
+
+    /// The user's own folder (the first of `folders`), which any program of the user can write.
+    static func userFolder(environment: [String: String]) -> String? {
+        let dataHome = environment["XDG_DATA_HOME"].flatMap({ $0.hasPrefix("/") ? $0 : nil }) ?? environment["HOME"].map({ $0 + "/.local/share" })
+        return dataHome.map { ($0 + "/openreplaykit/extensions" as NSString).standardizingPath }
     }
 
     /// The upload extensions: what `replay services` lists and a broadcast can use.

@@ -24,17 +24,16 @@ struct ExtensionCatalogTests {
         #"{"identifier": "\#(id)", "displayName": "Name of \#(id)", "icon": "icon.png", "kind": "\#(kind)", "executable": "upload"\#(extra)}"#
     }
 
-    @Test("A good manifest is read, with absolute paths; the user's folder wins over the system's")
-    func readsAndOrders() throws {
+    @Test("A good manifest is read, with absolute paths, from the user's folder and the system's")
+    func readsBothFolders() throws {
         let root = try makeTemporaryDirectory(prefix: "ork-catalog")
         defer { try? FileManager.default.removeItem(at: root) }
         let user = root.appendingPathComponent("user"), system = root.appendingPathComponent("system")
         try Self.write("org.example.a", Self.manifest("org.example.a", extra: #", "setupExtension": "org.example.a.setup", "appGroup": "org.example", "containingApplication": "org.example.A""#), in: user)
-        try Self.write("org.example.a", Self.manifest("org.example.a").replacingOccurrences(of: "Name of", with: "System"), in: system)
         try Self.write("org.example.b", Self.manifest("org.example.b", kind: "broadcast-setup"), in: system)
         let catalog = ExtensionCatalog.load(environment: ["XDG_DATA_HOME": user.path, "XDG_DATA_DIRS": system.path], executablePath: nil)
         #expect(catalog.problems.isEmpty, "\(catalog.problems)")
-        #expect(catalog.extensions.map(\.identifier) == ["org.example.a", "org.example.b"])
+        #expect(Set(catalog.extensions.map(\.identifier)) == ["org.example.a", "org.example.b"])
         let a = try #require(catalog.service("org.example.a"))
         #expect(a.displayName == "Name of org.example.a")
         #expect(a.setupExtension == "org.example.a.setup" && a.appGroup == "org.example" && a.containingApplication == "org.example.A")
@@ -42,6 +41,47 @@ struct ExtensionCatalogTests {
         #expect(a.icon?.hasSuffix("/icon.png") == true)
         // A setup extension is not a service.
         #expect(catalog.services.map(\.identifier) == ["org.example.a"])
+    }
+
+    /// Issue 29: any program of the user can write the user's folder. One planted there with an
+    /// installed extension's identifier would receive that one's secrets: it is refused, and says why.
+    @Test("A planted duplicate of an installed or shipped identifier in the user's folder is refused")
+    func plantedDuplicateRefused() throws {
+        let root = try makeTemporaryDirectory(prefix: "ork-catalog")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let user = root.appendingPathComponent("user"), system = root.appendingPathComponent("system")
+        try Self.write("org.example.a", Self.manifest("org.example.a").replacingOccurrences(of: "Name of", with: "Planted"), in: user)
+        try Self.write("org.example.a", Self.manifest("org.example.a").replacingOccurrences(of: "Name of", with: "System"), in: system)
+        // And one of the shipped identifiers, the RTMP extension found beside the program.
+        let bin = root.appendingPathComponent("build")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        try Data("#!/bin/sh\n".utf8).write(to: bin.appendingPathComponent("replay-extension-rtmp"))
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bin.appendingPathComponent("replay-extension-rtmp").path)
+        try Self.write("org.openreplaykit.rtmp", Self.manifest("org.openreplaykit.rtmp"), in: user)
+        let catalog = ExtensionCatalog.load(environment: ["XDG_DATA_HOME": user.path, "XDG_DATA_DIRS": system.path],
+                                            executablePath: bin.appendingPathComponent("replay").path)
+        #expect(catalog.service("org.example.a")?.displayName == "System org.example.a")
+        #expect(catalog.service("org.openreplaykit.rtmp")?.executable == bin.appendingPathComponent("replay-extension-rtmp").path)
+        #expect(catalog.problems.count == 2, "\(catalog.problems)")
+        for problem in catalog.problems {
+            #expect(problem.field == "identifier" && problem.file.hasPrefix(user.path) && problem.reason.contains("cannot take its place"), "\(problem)")
+        }
+    }
+
+    /// An app group's secrets belong to the extension that claims it first and the setup extension
+    /// its manifest names: another manifest naming the group is refused.
+    @Test("An app group belongs to its owner and the setup extension it names")
+    func appGroupsBelongToTheirOwner() throws {
+        let root = try makeTemporaryDirectory(prefix: "ork-catalog")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try Self.write("org.example.a", Self.manifest("org.example.a", extra: #", "setupExtension": "org.example.a.setup", "appGroup": "org.example""#), in: root)
+        try Self.write("org.example.a.setup", Self.manifest("org.example.a.setup", kind: "broadcast-setup", extra: #", "appGroup": "org.example""#), in: root)
+        try Self.write("org.evil.b", Self.manifest("org.evil.b", extra: #", "appGroup": "org.example""#), in: root)
+        let catalog = ExtensionCatalog.load(environment: ["XDG_DATA_HOME": root.path, "XDG_DATA_DIRS": "/nonexistent"], executablePath: nil)
+        #expect(catalog.extensions.map(\.identifier).sorted() == ["org.example.a", "org.example.a.setup"])
+        let problem = try #require(catalog.problems.first)
+        #expect(catalog.problems.count == 1 && problem.field == "appGroup" && problem.file.contains("org.evil.b.orkextension"), "\(catalog.problems)")
+        #expect(problem.reason.contains("belongs to org.example.a"), "\(problem)")
     }
 
     @Test("A broken manifest is skipped, naming its file and the field", arguments: [
