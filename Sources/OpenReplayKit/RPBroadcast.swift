@@ -232,8 +232,9 @@ public final class RPBroadcastController: Sendable {
         }
     }
 
-    public func startBroadcast(handler: @escaping @Sendable ((any Error)?) -> Void) {
-        Task { handler(await Self.failure { try await self.startBroadcast() }) }
+    public func startBroadcast(handler: @escaping ((any Error)?) -> Void) {
+        let handler = HandedOver(handler)
+        Task { handler.value(await Self.failure { try await self.startBroadcast() }) }
     }
 
     /// Finishes the broadcast: the extension hears `broadcastFinished`; returns once it has left.
@@ -248,8 +249,9 @@ public final class RPBroadcastController: Sendable {
         _ = try await link.request(AppFinishBroadcastRequest())
     }
 
-    public func finishBroadcast(handler: @escaping @Sendable ((any Error)?) -> Void) {
-        Task { handler(await Self.failure { try await self.finishBroadcast() }) }
+    public func finishBroadcast(handler: @escaping ((any Error)?) -> Void) {
+        let handler = HandedOver(handler)
+        Task { handler.value(await Self.failure { try await self.finishBroadcast() }) }
     }
 
     // MARK: pausing
@@ -394,13 +396,14 @@ public final class RPSystemBroadcastPickerView: Sendable {
     }
 
     /// The action without waiting: `completionHandler` hears how it went.
-    public func showPicker(completionHandler: (@Sendable ((any Error)?) -> Void)?) {
+    public func showPicker(completionHandler: (((any Error)?) -> Void)?) {
+        let completionHandler = HandedOver(completionHandler)
         Task {
             do {
                 try await self.showPicker()
-                completionHandler?(nil)
+                completionHandler.value?(nil)
             } catch {
-                completionHandler?(error)
+                completionHandler.value?(error)
             }
         }
     }

@@ -50,14 +50,16 @@ extension RPScreenRecorder {
 
     /// iOS's form: `captureHandler` gets each sample (its error argument is always nil: an error that
     /// ends the capture goes to the delegate, as for a recording), `completionHandler` the start's outcome.
-    public func startCapture(handler captureHandler: (@Sendable (CMSampleBuffer, RPSampleBufferType, (any Error)?) -> Void)?,
-                             completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
+    public func startCapture(handler captureHandler: ((CMSampleBuffer, RPSampleBufferType, (any Error)?) -> Void)?,
+                             completionHandler: (((any Error)?) -> Void)? = nil) {
+        let captureHandler = HandedOver(captureHandler)
+        let completionHandler = HandedOver(completionHandler)
         Task {
             do {
-                try await startCapture { buffer, type in captureHandler?(buffer, type, nil) }
-                completionHandler?(nil)
+                try await startCapture { buffer, type in captureHandler.value?(buffer, type, nil) }
+                completionHandler.value?(nil)
             } catch {
-                completionHandler?(error)
+                completionHandler.value?(error)
             }
         }
     }
@@ -88,13 +90,14 @@ extension RPScreenRecorder {
         _ = try await link.request(AppStopCaptureRequest())
     }
 
-    public func stopCapture(handler: (@Sendable ((any Error)?) -> Void)? = nil) {
+    public func stopCapture(handler: (((any Error)?) -> Void)? = nil) {
+        let handler = HandedOver(handler)
         Task {
             do {
                 try await stopCapture()
-                handler?(nil)
+                handler.value?(nil)
             } catch {
-                handler?(error)
+                handler.value?(error)
             }
         }
     }

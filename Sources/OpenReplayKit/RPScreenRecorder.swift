@@ -125,8 +125,9 @@ public final class RPScreenRecorder: Sendable {
         state.withLock { $0.isRecording = true }
     }
 
-    public func startRecording(handler: (@Sendable ((any Error)?) -> Void)? = nil) {
-        Task { handler?(await Self.failure { try await self.startRecording() }) }
+    public func startRecording(handler: (((any Error)?) -> Void)? = nil) {
+        let handler = HandedOver(handler)
+        Task { handler.value?(await Self.failure { try await self.startRecording() }) }
     }
 
     /// Stops the recording; the movie waits in replayd for the preview (`present()`), or
@@ -143,13 +144,14 @@ public final class RPScreenRecorder: Sendable {
         return RPPreviewViewController(recorder: self, path: answer.path)
     }
 
-    public func stopRecording(handler: (@Sendable (RPPreviewViewController?, (any Error)?) -> Void)? = nil) {
+    public func stopRecording(handler: ((RPPreviewViewController?, (any Error)?) -> Void)? = nil) {
+        let handler = HandedOver(handler)
         Task {
             do {
                 let preview = try await self.stopRecording()
-                handler?(preview, nil)
+                handler.value?(preview, nil)
             } catch {
-                handler?(nil, error)
+                handler.value?(nil, error)
             }
         }
     }
@@ -162,8 +164,9 @@ public final class RPScreenRecorder: Sendable {
         state.withLock { $0.isRecording = false }
     }
 
-    public func stopRecording(withOutput url: URL, completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
-        Task { completionHandler?(await Self.failure { try await self.stopRecording(withOutput: url) }) }
+    public func stopRecording(withOutput url: URL, completionHandler: (((any Error)?) -> Void)? = nil) {
+        let completionHandler = HandedOver(completionHandler)
+        Task { completionHandler.value?(await Self.failure { try await self.stopRecording(withOutput: url) }) }
     }
 
     /// Discards the recording (a running one is stopped first): its file is removed.
@@ -172,10 +175,11 @@ public final class RPScreenRecorder: Sendable {
         state.withLock { $0.isRecording = false }
     }
 
-    public func discardRecording(handler: @escaping @Sendable () -> Void) {
+    public func discardRecording(handler: @escaping () -> Void) {
+        let handler = HandedOver(handler)
         Task {
             await self.discardRecording()
-            handler()
+            handler.value()
         }
     }
 
@@ -188,8 +192,9 @@ public final class RPScreenRecorder: Sendable {
         state.withLock { $0.isClipBuffering = true }
     }
 
-    public func startClipBuffering(completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
-        Task { completionHandler?(await Self.failure { try await self.startClipBuffering() }) }
+    public func startClipBuffering(completionHandler: (((any Error)?) -> Void)? = nil) {
+        let completionHandler = HandedOver(completionHandler)
+        Task { completionHandler.value?(await Self.failure { try await self.startClipBuffering() }) }
     }
 
     public func stopClipBuffering() async throws {
@@ -197,8 +202,9 @@ public final class RPScreenRecorder: Sendable {
         _ = try await link.request(AppStopClipBufferingRequest())
     }
 
-    public func stopClipBuffering(completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
-        Task { completionHandler?(await Self.failure { try await self.stopClipBuffering() }) }
+    public func stopClipBuffering(completionHandler: (((any Error)?) -> Void)? = nil) {
+        let completionHandler = HandedOver(completionHandler)
+        Task { completionHandler.value?(await Self.failure { try await self.stopClipBuffering() }) }
     }
 
     /// Writes the last `duration` seconds (at most 15) to `url` (a new file) as an MP4, while
@@ -211,8 +217,9 @@ public final class RPScreenRecorder: Sendable {
         _ = try await link.request(AppExportClipRequest(outputPath: url.standardizedFileURL.path, durationSeconds: duration))
     }
 
-    public func exportClip(to url: URL, duration: TimeInterval, completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
-        Task { completionHandler?(await Self.failure { try await self.exportClip(to: url, duration: duration) }) }
+    public func exportClip(to url: URL, duration: TimeInterval, completionHandler: (((any Error)?) -> Void)? = nil) {
+        let completionHandler = HandedOver(completionHandler)
+        Task { completionHandler.value?(await Self.failure { try await self.exportClip(to: url, duration: duration) }) }
     }
 
     // MARK: events

@@ -8,15 +8,17 @@ class RecorderController: NSObject {
     let recorder = RPScreenRecorder.shared()
     var broadcastController: RPBroadcastController?
     var viewerCount = 0
+    var isRecordingShown = false
+    var lastPresentationTime = CMTime.zero
     var pickerView = RPSystemBroadcastPickerView(frame: CGRect(x: 0, y: 0, width: 44, height: 44))
 
     func start() {
         recorder.delegate = self
         recorder.isMicrophoneEnabled = true
         pickerView.preferredExtension = "com.example.streamer.upload"
-        recorder.startCapture(handler: { sampleBuffer, bufferType, error in
+        recorder.startCapture(handler: { [weak self] sampleBuffer, bufferType, error in
             guard error == nil, bufferType == .video else { return }
-            _ = CMSampleBufferGetPresentationTimeStamp(sampleBuffer)
+            self?.lastPresentationTime = CMSampleBufferGetPresentationTimeStamp(sampleBuffer)
         }, completionHandler: { error in
             if let error { print("capture failed: \(error.localizedDescription)") }
         })
@@ -26,6 +28,13 @@ class RecorderController: NSObject {
         guard recorder.isRecording else { return }
         recorder.stopCapture { error in
             if let error = error as NSError? { print(error.domain, error.code) }
+            self.broadcastController?.finishBroadcast { _ in self.viewerCount = 0 }
+        }
+    }
+
+    func record() {
+        recorder.startRecording { error in
+            self.isRecordingShown = error == nil
         }
     }
 
