@@ -29,19 +29,14 @@ public struct ControlPaths: Sendable, Equatable {
     /// must not talk to a replayd another user planted (it would hear our passwords and file names).
     public static func checkPrivate(socketPath: String) throws(ReplayError) {
         let directory = (socketPath as NSString).deletingLastPathComponent
-        var info = stat()
-        guard lstat(directory, &info) == 0 else {
+        let refusal = "replay will not talk to a replayd found there"
+        guard let mode = try ours(directory, refusal: refusal) else {
             throw ReplayError(.daemonUnavailable, "cannot reach replayd: \(directory): \(String(cString: strerror(errno))). Is it running? `replay record` starts it.")
         }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw ReplayError(.permissionDenied, "\(directory) is not a folder (a link or a file someone put there): replay will not talk to a replayd found through it. Remove it, or set XDG_RUNTIME_DIR.")
+        guard mode & 0o077 == 0 else {
+            throw ReplayError(.permissionDenied, "\(directory) is open to other users (mode \(String(mode & 0o777, radix: 8))): \(refusal). `chmod 700 \(directory)`, then try again.")
         }
-        guard info.st_uid == getuid() else {
-            throw ReplayError(.permissionDenied, "\(directory) belongs to uid \(info.st_uid), not to you (uid \(getuid())): someone else made it, and replay will not talk to a replayd found there. Remove it, or set XDG_RUNTIME_DIR.")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw ReplayError(.permissionDenied, "\(directory) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))): replay will not talk to a replayd found there. `chmod 700 \(directory)`, then try again.")
-        }
+        var info = stat()
         if lstat(socketPath, &info) == 0, info.st_uid != getuid() {
             throw ReplayError(.permissionDenied, "\(socketPath) belongs to uid \(info.st_uid), not to you (uid \(getuid())): replay will not talk to it. Remove it, then try again.")
         }
@@ -54,20 +49,27 @@ public struct ControlPaths: Sendable, Equatable {
             let reason = String(cString: strerror(errno))
             throw ReplayError(.permissionDenied, "cannot create \(directory): \(reason). Check that its parent exists and is writable, or set XDG_RUNTIME_DIR.")
         }
-        var info = stat()
-        guard lstat(directory, &info) == 0 else {
+        guard let mode = try Self.ours(directory, refusal: "replayd will not use it") else {
             throw ReplayError(.permissionDenied, "cannot read \(directory): \(String(cString: strerror(errno))).")
         }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw ReplayError(.permissionDenied, "\(directory) is not a folder. Remove it, or set XDG_RUNTIME_DIR.")
-        }
-        guard info.st_uid == getuid() else {
-            throw ReplayError(.permissionDenied, "\(directory) belongs to uid \(info.st_uid), not to you (uid \(getuid())): someone else made it. Remove it, or set XDG_RUNTIME_DIR.")
-        }
-        if info.st_mode & 0o077 != 0 {
+        if mode & 0o077 != 0 {
             guard chmod(directory, 0o700) == 0 else {
                 throw ReplayError(.permissionDenied, "\(directory) is open to other users and cannot be made private: \(String(cString: strerror(errno))).")
             }
         }
+    }
+
+    /// `directory`'s mode when it is a real folder (not a link) owned by us; nil when it cannot be
+    /// read (errno says why); a folder someone else made, or a link, is refused.
+    private static func ours(_ directory: String, refusal: String) throws(ReplayError) -> mode_t? {
+        var info = stat()
+        guard lstat(directory, &info) == 0 else { return nil }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw ReplayError(.permissionDenied, "\(directory) is not a folder (a link or a file someone put there): \(refusal). Remove it, or set XDG_RUNTIME_DIR.")
+        }
+        guard info.st_uid == getuid() else {
+            throw ReplayError(.permissionDenied, "\(directory) belongs to uid \(info.st_uid), not to you (uid \(getuid())): someone else made it, and \(refusal). Remove it, or set XDG_RUNTIME_DIR.")
+        }
+        return info.st_mode
     }
 }
