@@ -31,7 +31,9 @@ public let RPApplicationInfoIconPathKey = "RPApplicationInfoIconPathKey"
 /// one serial queue only; the `update…`/`finish…` methods may be called from any thread (they only
 /// enqueue a message to replayd).
 ///
-/// A handler sets itself up in `override init()`, as on iOS, or has no initializer of its own.
+/// A handler sets itself up in `override init()`, as on iOS, or has no initializer of its own. One
+/// whose initializers all take arguments also overrides `init()` (a convenience one will do), which
+/// iOS's runtime calls too: otherwise it does not inherit `init(extensionHost:)` and must write it.
 open class RPBroadcastSampleHandler: NSObject {
     public override init() {
         super.init()
