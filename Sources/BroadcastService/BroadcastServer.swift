@@ -29,11 +29,15 @@ public struct BroadcastServiceConfiguration: Sendable {
     public var secureCookies: Bool
     /// Timeouts and size limits of HTTP requests, and connections per client address.
     public var httpLimits: HTTPLimits
+    /// Keys shared by every node of a cluster (`--signing-key-file`): the first signs CSRF tokens, all
+    /// verify. Empty: a random key of this process (a single node; a restart makes open forms stale).
+    public var signingKeys: [[UInt8]]
 
     public init(host: String = "127.0.0.1", port: Int = 8080, rtmpPort: Int = 1935, database: DatabaseLocation = DatabaseLocation(argument: nil),
                 bcryptCost: UInt8 = 12, fragmentDuration: Int64 = 100, frameFragmentViewers: Int = 100, rtmpSetupTimeout: Duration = .seconds(10),
                 rtmpIdleTimeout: Duration = .seconds(15), relayTemplate: String? = nil, secureCookies: Bool = false,
-                httpLimits: HTTPLimits = HTTPLimits()) {
+                httpLimits: HTTPLimits = HTTPLimits(), signingKeys: [[UInt8]] = []) {
+        self.signingKeys = signingKeys
         self.secureCookies = secureCookies
         self.httpLimits = httpLimits
         self.relayTemplate = relayTemplate
@@ -63,7 +67,8 @@ public enum BroadcastServer {
             store: database.store,
             settings: WebSettings(host: configuration.host, port: configuration.port, rtmpPort: configuration.rtmpPort,
                                   secureCookies: configuration.secureCookies, httpLimits: configuration.httpLimits,
-                                  bcryptCost: configuration.bcryptCost, relayTemplate: configuration.relayTemplate),
+                                  bcryptCost: configuration.bcryptCost, relayTemplate: configuration.relayTemplate,
+                                  signingKeys: configuration.signingKeys),
             thumbnailWorker: thumbnailWorker, readiness: readiness, logger: logger)
         let ingest = RTMPIngestServer(
             configuration: .init(host: configuration.host, port: configuration.rtmpPort,

@@ -21,9 +21,13 @@ package struct WebSettings: Sendable {
     package var bcryptCost: UInt8
     /// `--relay`: an RTMP URL template, `{id}` and `{user}` replaced per broadcast.
     package var relayTemplate: String?
+    /// Signs CSRF tokens: the cluster's shared keys, or a random secret of this process when none are given.
+    let csrfTokens: CSRFTokens
 
+    /// - Parameter signingKeys: `--signing-key-file`'s keys, the first signing; empty: a random key of this process.
     package init(host: String, port: Int, rtmpPort: Int, secureCookies: Bool, httpLimits: HTTPLimits, bcryptCost: UInt8,
-                 relayTemplate: String?) {
+                 relayTemplate: String?, signingKeys: [[UInt8]] = []) {
+        csrfTokens = CSRFTokens(keys: signingKeys.isEmpty ? [CSRFTokens.randomSecret()] : signingKeys)
         self.host = host
         self.port = port
         self.rtmpPort = rtmpPort

@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-connections-per-address"),
             help: "Open HTTP connections per client address (then 503); 0 for no limit. Behind a proxy, its address counts.")
     var maximumConnectionsPerAddress = 64
+    @Option(name: .customLong("signing-key-file"),
+            help: "A file of keys shared by every node (one a line, 32+ characters, e.g. `openssl rand -hex 32`): the first signs CSRF tokens, all verify. Without it, a random key of this process.")
+    var signingKeyFile: String?
 
     func validate() throws {
         guard (0...65535).contains(port), (0...65535).contains(rtmpPort) else { throw ValidationError("Ports are 0–65535.") }
@@ -68,6 +71,18 @@ struct Serve: AsyncParsableCommand {
         guard httpHeaderTimeout > 0, httpIdleTimeout > 0 else { throw ValidationError("HTTP timeouts are at least 1 second.") }
         guard maximumRequestBody >= 16 << 10 else { throw ValidationError("--max-request-body is at least 16384.") }
         guard maximumConnectionsPerAddress >= 0 else { throw ValidationError("--max-connections-per-address is 0 (no limit) or more.") }
+        _ = try signingKeys()
+    }
+
+    /// `--signing-key-file`'s keys; none without the option.
+    func signingKeys() throws -> [[UInt8]] {
+        guard let signingKeyFile else { return [] }
+        guard let data = FileManager.default.contents(atPath: signingKeyFile) else {
+            throw ValidationError("Cannot read --signing-key-file \(signingKeyFile).")
+        }
+        do { return try SigningKeyFile.parse(String(decoding: data, as: UTF8.self)) } catch {
+            throw ValidationError("--signing-key-file \(signingKeyFile): \(error)")
+        }
     }
 
     func run() async throws {
@@ -85,7 +100,8 @@ struct Serve: AsyncParsableCommand {
                                  rtmpIdleTimeout: .seconds(Int64(rtmpIdleTimeout)), relayTemplate: relay, secureCookies: behindHTTPS,
                                  httpLimits: HTTPLimits(headerTimeout: .seconds(Int64(httpHeaderTimeout)), idleTimeout: .seconds(Int64(httpIdleTimeout)),
                                                         maximumBodyBytes: maximumRequestBody,
-                                                        maximumConnectionsPerAddress: maximumConnectionsPerAddress)),
+                                                        maximumConnectionsPerAddress: maximumConnectionsPerAddress),
+                                 signingKeys: try signingKeys()),
             logger: logger)
     }
 }

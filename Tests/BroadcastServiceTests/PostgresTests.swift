@@ -55,4 +55,50 @@ struct PostgresTests {
         #expect(try api.request("POST", nodeB.baseURL + "/api/v1/broadcasts", json: #"{"title":"x"}"#,
                                 headers: ["Authorization": "Bearer \(key)"]).status == 401, "a key revoked on one node is refused by the other")
     }
+
+    /// A cluster shares its signing keys (`--signing-key-file`): a form token made on one node is good on
+    /// another, and a node with other keys refuses it.
+    @Test func formTokenFromOneNodeIsAcceptedByAnother() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let postgres = try PostgresServer(directory: directory)
+        defer { postgres.stop() }
+        let shared = directory.appendingPathComponent("signing-keys")
+        // Node A signs with the newer key; node B is mid-rotation and still signs with the old one, but
+        // verifies both.
+        let newKey = String(repeating: "a1", count: 32), oldKey = String(repeating: "b2", count: 32)
+        try "# cluster keys\n\(newKey)\n\(oldKey)\n".write(to: shared, atomically: true, encoding: .utf8)
+        let rotating = directory.appendingPathComponent("signing-keys-b")
+        try "\(oldKey)\n\(newKey)\n".write(to: rotating, atomically: true, encoding: .utf8)
+        let other = directory.appendingPathComponent("other-keys")
+        try String(repeating: "c3", count: 32).write(to: other, atomically: true, encoding: .utf8)
+
+        let nodeA = try ServiceProcess(directory: directory, arguments: ["--signing-key-file", shared.path], database: postgres.url)
+        defer { nodeA.stop() }
+        let nodeB = try ServiceProcess(directory: directory, arguments: ["--signing-key-file", rotating.path], database: postgres.url)
+        defer { nodeB.stop() }
+        let stranger = try ServiceProcess(directory: directory, arguments: ["--signing-key-file", other.path], database: postgres.url)
+        defer { stranger.stop() }
+
+        // A stranger's node (other keys) refuses the form A made; B accepts it.
+        let browser = CurlSession(directory: directory)
+        _ = try browser.request("GET", nodeA.baseURL + "/signup")
+        let token = try #require(browser.csrf)
+        #expect(try browser.request("POST", stranger.baseURL + "/signup",
+                                    form: ["name": "grace", "password": "grace-password-1", "csrf": token]).status == 403)
+        #expect(try browser.request("POST", nodeB.baseURL + "/signup",
+                                    form: ["name": "grace", "password": "grace-password-1", "csrf": token]).status == 303)
+        // Signed in through B: the page B serves carries B's token (its old key), which A accepts.
+        _ = try browser.request("GET", nodeB.baseURL + "/account")
+        let sessionToken = try #require(browser.csrf)
+        #expect(sessionToken != token, "signing in binds the token to the session")
+        #expect(try browser.request("POST", nodeA.baseURL + "/account/keys", form: ["label": "laptop", "csrf": sessionToken]).status == 303)
+        #expect(try browser.request("POST", stranger.baseURL + "/account/keys", form: ["label": "x", "csrf": sessionToken]).status == 403)
+
+        // A key file without a usable key stops the node before it starts.
+        let short = directory.appendingPathComponent("short-key")
+        try "too-short\n".write(to: short, atomically: true, encoding: .utf8)
+        let refused = try await Command.run(ServiceProcess.binary, ["--signing-key-file", short.path, "--database", postgres.url, "--port", "0"])
+        #expect(refused.status != 0 && refused.stderr.contains("32"), "\(refused.stderr)")
+    }
 }

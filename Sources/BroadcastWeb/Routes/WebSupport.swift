@@ -4,15 +4,16 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// What every route group shares: the live directory and the store, the settings, the process's CSRF
-/// secret, and the helpers that turn records into pages and JSON.
+/// What every route group shares: the live directory and the store, the settings, the CSRF signing
+/// keys, and the helpers that turn records into pages and JSON.
 struct WebSupport: Sendable {
     let directory: LiveDirectory
     let accounts: Accounts
     let settings: WebSettings
     let readiness: Readiness
     let logger: Logger
-    let csrfTokens = CSRFTokens(secret: CSRFTokens.randomSecret())
+    /// Signed with the cluster's keys (`--signing-key-file`), else a random secret of this process.
+    var csrfTokens: CSRFTokens { settings.csrfTokens }
 
     var store: any ServiceStore { directory.store }
     /// The bound RTMP port (differs from the configured one when that was 0).
