@@ -3,6 +3,7 @@ import ReplayEngine
 import ReplayCapture
 import ReplayMedia
 import Foundation
+import ReplaySystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -31,6 +31,8 @@ package struct ControlServer: Service {
         package var servicePicker: ServicePicker
         /// An upload extension's resident memory limit, in MB.
         package var extensionMemoryMegabytes: Int
+        /// Where to say "listening" once the socket answers (the launcher's pipe); closed then.
+        package var readyDescriptor: Int32?
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
                      consentPrompt: ConsentPrompt = .systemWindow, servicePicker: ServicePicker = .systemWindow,
@@ -110,6 +112,10 @@ package struct ControlServer: Service {
             throw ReplayError(.permissionDenied, "cannot listen on \(socketPath): \(reason).")
         }
         defer { unlink(socketPath) }
+        if let ready = configuration.readyDescriptor {
+            _ = write(ready, "listening\n", 10)
+            close(ready)
+        }
         logger.info("listening", metadata: [
             "socket": "\(socketPath)", "pid": "\(getpid())",
             "idle-exit": "\(configuration.idleExit.map { "\($0)" } ?? "never")",

@@ -1,6 +1,7 @@
 import ReplayIPC
 import ReplayMedia
 import Foundation
+import ReplaySystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,7 @@ import ReplayCapture
 import ReplayEngine
 import ReplayMedia
 import Foundation
+import ReplaySystem
 
 /// Which session a request is about. Sessions are keyed: the system recording (the person's, from
 /// the Control Center) is one slot; an app's own recordings, captures and clips, and broadcasts,

@@ -4,6 +4,7 @@ import ReplayFFmpeg
 import Logging
 import Synchronization
 import Foundation
+import ReplaySystem
 
 /// The threads of one capture and what they share. Every C handle here has one owner thread while
 /// running: `capture` the capture thread, `videoEncoder` the video thread, `audioEncoders` the audio

@@ -5,6 +5,7 @@ import ReplayFFmpeg
 import ReplayIPC
 import Synchronization
 import Foundation
+import ReplaySystem
 
 /// Counters of a running capture, read for `replay status` and the status line.
 public struct EngineStatistics: Sendable, Equatable {

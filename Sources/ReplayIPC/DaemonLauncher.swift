@@ -1,4 +1,6 @@
+import CSocketShim
 import Foundation
+import ReplaySystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,7 +27,8 @@ public enum DaemonLauncher {
         return access(candidate, X_OK) == 0 ? candidate : nil
     }
 
-    /// Makes sure replayd listens at `paths.socket`, starting `executable` when it does not.
+    /// Makes sure replayd listens at `paths.socket`, starting `executable` when it does not. replayd
+    /// says "listening" on a pipe it inherits (`--ready-fd 3`) once its socket answers: no polling.
     public static func ensureRunning(paths: ControlPaths, executable: String?, arguments: [String] = [],
                                      timeout: Duration = .seconds(5)) async throws(ReplayError) {
         if isListening(socketPath: paths.socket) { return }
@@ -33,28 +36,52 @@ public enum DaemonLauncher {
             throw ReplayError(.daemonUnavailable, "replayd is not running and no replayd executable was found beside this program. Start it yourself (`replayd &`, or `systemctl --user start replayd`).")
         }
         try paths.prepareDirectory()
-        let pid = try spawn(executable, arguments: arguments, log: paths.logFile)
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        var exited = false
-        while clock.now < deadline {
-            if isListening(socketPath: paths.socket) { return }
+        var ends: [Int32] = [-1, -1]
+        let made = ork_pipe_cloexec(&ends)
+        guard made == 0 else {
+            throw ReplayError(.internal, "cannot start replayd: no pipe: \(String(cString: strerror(-made))).")
+        }
+        let pid: pid_t
+        do {
+            defer { close(ends[1]) }
+            pid = try Spawn.start(executable, arguments: arguments + ["--ready-fd", "3"], standardOutput: .file(paths.logFile, append: true),
+                                  standardError: .standardOutput, descriptors: [ends[1]], group: .newSession)
+        } catch {
+            close(ends[0])
+            throw error
+        }
+        let readEnd = ends[0]
+        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        // The wait blocks in poll(2): on a thread of its own.
+        let said = await DedicatedThread.run(named: "replayd-ready") { () -> String in
+            defer { close(readEnd) }
+            var descriptor = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, milliseconds) > 0 else { return "" }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let count = read(readEnd, &buffer, buffer.count)
+            return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : "ended"
+        }
+        if said.hasPrefix("listening") { return }
+        if said == "ended" {
+            // It left without listening. Exit status 2: another replayd holds the lock (it won a race).
             var status: Int32 = 0
-            if !exited, waitpid(pid, &status, WNOHANG) == pid {
-                exited = true
-                // Exit status 2: another replayd holds the lock (it won a race): wait for its socket.
-                if isListening(socketPath: paths.socket) { return }
-                if (status >> 8) & 0xff == 2 { continue }
-                throw ReplayError(.daemonUnavailable, "replayd (\(executable)) exited at start\(lastLine(of: paths.logFile).map { ": \($0)" } ?? ""). Its log: \(paths.logFile).")
+            if waitpid(pid, &status, 0) == pid, (status >> 8) & 0xff == 2 {
+                try await waitForSocket(paths.socket, timeout: timeout)
+                return
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            throw ReplayError(.daemonUnavailable, "replayd (\(executable)) exited at start\(lastLine(of: paths.logFile).map { ": \($0)" } ?? ""). Its log: \(paths.logFile).")
         }
         throw ReplayError(.daemonUnavailable, "replayd (pid \(pid)) did not open \(paths.socket) within \(timeout). Its log: \(paths.logFile).")
     }
 
-    private static func spawn(_ executable: String, arguments: [String], log: String) throws(ReplayError) -> pid_t {
-        try Spawn.start(executable, arguments: arguments, standardOutput: .file(log, append: true),
-                        standardError: .standardOutput, group: .newSession)
+    /// The socket of a replayd that another client started: it has no pipe to us, so we look.
+    private static func waitForSocket(_ socket: String, timeout: Duration) async throws(ReplayError) {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if isListening(socketPath: socket) { return }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        throw ReplayError(.daemonUnavailable, "another replayd is starting but did not open \(socket) within \(timeout).")
     }
 
     private static func lastLine(of path: String) -> String? {

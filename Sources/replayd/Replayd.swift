@@ -73,6 +73,11 @@ struct Replayd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var logLevel: String = "info"
 
+    @Option(name: .customLong("ready-fd"),
+            help: ArgumentHelp("Write \"listening\" to this inherited descriptor once the socket answers, then close it (how `replay` knows the replayd it started is ready).",
+                               valueName: "fd"))
+    var readyDescriptor: Int32?
+
     func validate() throws {
         guard idleExit >= 0 else { throw ValidationError("--idle-exit must be 0 (never) or a number of seconds, not \(idleExit).") }
         #if DEBUG
@@ -111,11 +116,13 @@ struct Replayd: AsyncParsableCommand {
         // Pictures (1 MiB and more) are mapped on their own: freed at a session's end, they leave replayd.
         GlibcMalloc.mapBlocks(ofAtLeast: 1 << 20)
 
-        let server = ControlServer(
-            configuration: .init(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
-                                 consentPrompt: consentPrompt, servicePicker: servicePicker,
-                                 extensionMemoryMegabytes: extensionMemoryMegabytes),
-            logger: logger)
+        // Ours alone: no extension or window replayd starts may hold it open.
+        if let readyDescriptor { _ = fcntl(readyDescriptor, F_SETFD, FD_CLOEXEC) }
+        var configuration = ControlServer.Configuration(paths: paths, idleExit: idleExit == 0 ? nil : .seconds(idleExit), software: "replayd 0.1",
+                                                        consentPrompt: consentPrompt, servicePicker: servicePicker,
+                                                        extensionMemoryMegabytes: extensionMemoryMegabytes)
+        configuration.readyDescriptor = readyDescriptor
+        let server = ControlServer(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],

@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import ReplayIPC
+import ReplaySystem
 @testable import ReplayDaemon
 #if canImport(Glibc)
 import Glibc
@@ -164,19 +165,6 @@ struct TaskOwnerTests {
     /// Waits `duration` on a thread, ignoring cancellation (a cleanup that takes time).
     static func off(for duration: Duration) async {
         let micros = UInt32(duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
-        await DedicatedThreadForTests.run { usleep(micros) }
-    }
-}
-
-/// A blocking wait off the cooperative pool, for the tests.
-enum DedicatedThreadForTests {
-    static func run(_ body: @escaping @Sendable () -> Void) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                body()
-                continuation.resume()
-            }
-            thread.start()
-        }
+        await DedicatedThread.run(named: "test-wait") { _ = usleep(micros) }
     }
 }

@@ -31,6 +31,10 @@ int ork_memfd_seal_size(int fd);
 /// its memory. Returns the descriptor or -errno (glibc's <sys/eventfd.h> does not reach Swift).
 int ork_eventfd_create(void);
 
+/// A pipe, both ends close-on-exec from the start (pipe2, which glibc declares only under
+/// _GNU_SOURCE): no program another thread starts meanwhile inherits it. 0 or -errno.
+int ork_pipe_cloexec(int fds[2]);
+
 /// No transparent huge pages for this process and the programs it starts, even where a library asks
 /// for them with madvise(MADV_HUGEPAGE) (prctl PR_SET_THP_DISABLE). 0 or -errno.
 int ork_disable_transparent_huge_pages(void);
