@@ -291,7 +291,8 @@ private final class IndicatorWorker: @unchecked Sendable {
                     onClick()
                 case UInt8(XCB_VISIBILITY_NOTIFY):
                     let state = event.withMemoryRebound(to: xcb_visibility_notify_event_t.self, capacity: 1) { $0.pointee.state }
-                    if state == UInt8(XCB_VISIBILITY_UNOBSCURED.rawValue) {
+                    // Another session's indicator (a broadcast beside a recording) is no cover to fight.
+                    if state == UInt8(XCB_VISIBILITY_UNOBSCURED.rawValue) || !coveredByAnotherProgram(connection, window, rectangle) {
                         coveredSince = nil
                     } else {
                         if coveredSince == nil {
@@ -333,7 +334,9 @@ private final class IndicatorWorker: @unchecked Sendable {
                 break
             }
             if let since = coveredSince {
-                if clock.now - since >= Self.coveredLimit {
+                if !coveredByAnotherProgram(connection, window, rectangle) {
+                    coveredSince = nil
+                } else if clock.now - since >= Self.coveredLimit {
                     taken("another window kept the indicator covered for \(Self.coveredLimit)")
                     coveredSince = nil
                 } else {
@@ -348,6 +351,39 @@ private final class IndicatorWorker: @unchecked Sendable {
             }
             xcb_flush(connection)
         }
+    }
+
+    /// Whether a viewable window above ours, other than an indicator of replayd's, overlaps it.
+    private func coveredByAnotherProgram(_ connection: OpaquePointer, _ window: UInt32, _ rectangle: PixelRect) -> Bool {
+        let root = xcb_setup_roots_iterator(xcb_get_setup(connection)).data.pointee.root
+        guard let tree = xcb_query_tree_reply(connection, xcb_query_tree(connection, root), nil) else { return true }
+        let children = Array(UnsafeBufferPointer(start: xcb_query_tree_children(tree), count: Int(xcb_query_tree_children_length(tree))))
+        free(tree)
+        guard let ours = children.firstIndex(of: window) else { return true }
+        let above = Array(children[(ours + 1)...])
+        let attributes = above.map { xcb_get_window_attributes(connection, $0) }
+        let geometries = above.map { xcb_get_geometry(connection, $0) }
+        let classes = above.map { xcb_get_property(connection, 0, $0, XCB_ATOM_WM_CLASS.rawValue, XCB_ATOM_STRING.rawValue, 0, 16) }
+        var covered = false
+        for index in above.indices {
+            let attribute = xcb_get_window_attributes_reply(connection, attributes[index], nil)
+            let geometry = xcb_get_geometry_reply(connection, geometries[index], nil)
+            let wmClass = xcb_get_property_reply(connection, classes[index], nil)
+            defer { free(attribute); free(geometry); free(wmClass) }
+            guard let attribute, let geometry, attribute.pointee.map_state == UInt8(XCB_MAP_STATE_VIEWABLE.rawValue),
+                  attribute.pointee._class != UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue) else { continue }
+            let border = Int(geometry.pointee.border_width)
+            let rect = PixelRect(x: Int(geometry.pointee.x), y: Int(geometry.pointee.y),
+                                 width: Int(geometry.pointee.width) + 2 * border, height: Int(geometry.pointee.height) + 2 * border)
+            guard !rect.intersection(rectangle).isEmpty else { continue }
+            let instance = wmClass.flatMap { reply -> String? in
+                guard let value = xcb_get_property_value(reply) else { return nil }
+                let bytes = UnsafeRawBufferPointer(start: value, count: Int(xcb_get_property_value_length(reply)))
+                return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if instance != "replayd-indicator" { covered = true }
+        }
+        return covered
     }
 
     private func raise(_ connection: OpaquePointer, _ window: UInt32) {

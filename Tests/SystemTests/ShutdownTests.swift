@@ -34,7 +34,7 @@ extension SystemTests {
                 }
                 let extensions = ProcessTable.pids(withEnvironment: "ORK_EXTENSION_IDENTIFIER", equalTo: seed)
                     .filter { ProcessTable.pids(withEnvironment: "XDG_RUNTIME_DIR", equalTo: environment.runtimeDirectory.path).contains($0) }
-                let extensionPID = try #require(extensions.first, "the extension's process runs")
+                let extensionPID = try #require(extensions.first, "the extension's process runs: events \(BroadcastTests.events(in: folder)); replayd: \(replayd.currentError.suffix(3000))")
                 // A second of recording beside the broadcast, then the signal.
                 try await Task.sleep(for: .seconds(1))
 
