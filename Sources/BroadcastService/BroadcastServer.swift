@@ -64,7 +64,7 @@ public enum BroadcastServer {
         thumbnailWorker.start()
         let readiness = Readiness()
         let web = BroadcastWebApp(
-            store: database.store,
+            store: database.store, liveState: database.liveState,
             settings: WebSettings(host: configuration.host, port: configuration.port, rtmpPort: configuration.rtmpPort,
                                   secureCookies: configuration.secureCookies, httpLimits: configuration.httpLimits,
                                   bcryptCost: configuration.bcryptCost, relayTemplate: configuration.relayTemplate,
@@ -79,7 +79,7 @@ public enum BroadcastServer {
         // before the ingest takes a publisher. The group stops its services in reverse order: the web app,
         // the ingest, then the store's client.
         let (storeReady, storeIsReady) = AsyncStream<Void>.makeStream()
-        let app = web.application(services: database.services + [AfterStoreIsReady(ready: storeReady, service: ingest)]) {
+        let app = web.application(services: database.services + web.services + [AfterStoreIsReady(ready: storeReady, service: ingest)]) {
             try await database.migrate()
             try await database.store.endUnfinishedBroadcasts(at: Date().timeIntervalSince1970)
             storeIsReady.finish()

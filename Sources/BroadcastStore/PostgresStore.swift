@@ -41,6 +41,13 @@ final class PostgresStore: ServiceStore {
         ]),
         // Sessions kept by their tokens until now: signed out, as a stolen copy would sign in.
         ("v2-session-digests", ["DELETE FROM sessions"]),
+        // Which node ingests each live broadcast, refreshed by its heartbeat (SharedLiveState).
+        ("v3-live-broadcasts", [
+            """
+            CREATE TABLE live_broadcasts (broadcast_id TEXT PRIMARY KEY REFERENCES broadcasts(id) ON DELETE CASCADE, node TEXT NOT NULL,
+                                          address TEXT NOT NULL, viewers INTEGER NOT NULL DEFAULT 0, heartbeat_at DOUBLE PRECISION NOT NULL)
+            """,
+        ]),
     ]
 
     func migrate(logger: Logger) async throws {
@@ -197,6 +204,10 @@ final class PostgresStore: ServiceStore {
     }
 
     func endUnfinishedBroadcasts(at time: Double) async throws {
-        try await client.query("UPDATE broadcasts SET ended_at = \(time) WHERE started_at IS NOT NULL AND ended_at IS NULL")
+        // Broadcasts another node still heartbeats are live there, not left over by a crash.
+        try await client.query("""
+            UPDATE broadcasts SET ended_at = \(time) WHERE started_at IS NOT NULL AND ended_at IS NULL
+            AND id NOT IN (SELECT broadcast_id FROM live_broadcasts WHERE heartbeat_at > \(time - 10))
+            """)
     }
 }

@@ -125,6 +125,8 @@ package struct StoreConnection: Sendable {
     /// Services the store needs running (PostgreSQL's connection pool): the server adds them to its
     /// service group; none for SQLite.
     package let services: [any Service]
+    /// The live state shared with the other nodes (PostgreSQL); nil with SQLite, where the node is alone.
+    package let liveState: (any SharedLiveState)?
     /// Migrates the schema once `services` run (SQLite migrates when opened).
     package let migrate: @Sendable () async throws -> Void
 }
@@ -134,11 +136,12 @@ extension DatabaseLocation {
     package func open(logger: Logger) throws -> StoreConnection {
         switch self {
         case .sqlite(let path):
-            return StoreConnection(store: try SQLiteStore(path: path), services: [], migrate: {})
+            return StoreConnection(store: try SQLiteStore(path: path), services: [], liveState: nil, migrate: {})
         case .postgres(let url):
             let client = PostgresClient(configuration: try PostgresStore.configuration(url: url), backgroundLogger: logger)
             let store = PostgresStore(client: client)
-            return StoreConnection(store: store, services: [client], migrate: { try await store.migrate(logger: logger) })
+            return StoreConnection(store: store, services: [client], liveState: PostgresLiveState(client: client),
+                                   migrate: { try await store.migrate(logger: logger) })
         }
     }
 

@@ -53,6 +53,8 @@ final class EventHub: Sendable {
         state.withLock { $0.subscribers.removeValue(forKey: id) }?.finish()
     }
 
+    var isEmpty: Bool { state.withLock { $0.subscribers.isEmpty } }
+
     /// Sends `event` to the subscribers; returns its JSON text.
     @discardableResult
     func publish(_ event: ServiceEvent) -> String? {
@@ -146,10 +148,15 @@ final class LiveBroadcast: Sendable {
     let stream: LiveStream
     /// Events for the broadcaster's extension; viewers get the same events through `stream`.
     let events = EventHub()
+    /// The other nodes, which re-publish this broadcast's events to their own subscribers (PostgreSQL).
+    let cluster: ClusterLink?
+    let id: String
     private let state: Mutex<State>
 
-    init(record: BroadcastRecord, broadcaster: String, stream: LiveStream) {
+    init(record: BroadcastRecord, broadcaster: String, stream: LiveStream, cluster: ClusterLink? = nil) {
         self.stream = stream
+        self.cluster = cluster
+        self.id = record.id
         self.state = Mutex(State(record: record, broadcaster: broadcaster))
     }
 
@@ -157,11 +164,13 @@ final class LiveBroadcast: Sendable {
     var broadcaster: String { state.withLock { $0.broadcaster } }
     var viewerCount: Int { state.withLock { $0.viewers } }
     var comments: [Comment] { state.withLock { $0.comments } }
+    var listing: LiveListing { state.withLock { LiveListing(record: $0.record, broadcaster: $0.broadcaster, viewerCount: $0.viewers) } }
 
     /// Sends an event to the extension and to every viewer.
     func publish(_ event: ServiceEvent) {
         guard let text = events.publish(event) else { return }
         stream.sendToViewers(text: text)
+        if let cluster { cluster.send(ClusterMessage(kind: .event, node: cluster.node, broadcast: id, event: event)) }
     }
 
     /// Counts a viewer in; returns the new count.
@@ -246,12 +255,21 @@ final class LiveDirectory: RTMPIngestDelegate {
     let relayTemplate: String?
     /// The live broadcasts' thumbnails (`GET /b/{id}/thumbnail.jpg`).
     let thumbnails: ThumbnailCache
+    /// The other nodes (PostgreSQL); nil when this node is alone (SQLite).
+    let cluster: ClusterLink?
+    /// Where this node's ingested broadcasts are announced as ingested (`http://host:port`).
+    let address: @Sendable () -> String
+    /// Events of broadcasts live on other nodes, for the extensions connected to this one.
+    private let remoteHubs = Mutex<[String: EventHub]>([:])
 
-    init(store: any ServiceStore, logger: Logger, thumbnails: ThumbnailCache, relayTemplate: String? = nil) {
+    init(store: any ServiceStore, logger: Logger, thumbnails: ThumbnailCache, relayTemplate: String? = nil, cluster: ClusterLink? = nil,
+         address: @escaping @Sendable () -> String = { "" }) {
         self.store = store
         self.logger = logger
         self.thumbnails = thumbnails
         self.relayTemplate = relayTemplate
+        self.cluster = cluster
+        self.address = address
     }
 
     var broadcasts: [LiveBroadcast] {
@@ -274,7 +292,7 @@ final class LiveDirectory: RTMPIngestDelegate {
                                          application: .desktop, createdAt: now, startedAt: now, endedAt: nil, viewerPeak: 0, likes: 0)
                 try await store.insertBroadcast(record)
             }
-            let broadcast = LiveBroadcast(record: record, broadcaster: user.name, stream: LiveStream())
+            let broadcast = LiveBroadcast(record: record, broadcaster: user.name, stream: LiveStream(), cluster: cluster)
             // One live broadcast per key: a new publish replaces a stale one.
             let previous = live.withLock { l -> LiveBroadcast? in
                 let previous = l.values.first { $0.record.streamKeyID == key.id }
@@ -283,6 +301,7 @@ final class LiveDirectory: RTMPIngestDelegate {
                 return previous
             }
             if let previous { await end(previous) }
+            await announce(record.id)
             logger.info("Broadcast live", metadata: ["broadcast": "\(record.id)", "user": "\(user.name)", "peer": "\(remoteAddress)"])
             let relay = relayTemplate.map { $0.replacingOccurrences(of: "{id}", with: record.id).replacingOccurrences(of: "{user}", with: user.name) }
             return IngestPublication(broadcastID: record.id, stream: broadcast.stream, relayURL: relay)
@@ -307,6 +326,11 @@ final class LiveDirectory: RTMPIngestDelegate {
         broadcast.events.finishAll()
         broadcast.stream.end()
         thumbnails.forget(record.id)
+        if let cluster {
+            do { try await cluster.state.withdraw(broadcastID: record.id, node: cluster.node) } catch {
+                logger.error("Could not withdraw a broadcast from the shared live state", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
+            }
+        }
         do { try await store.updateBroadcast(record) } catch {
             logger.error("Could not record the end of a broadcast", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
         }
@@ -327,6 +351,99 @@ final class LiveDirectory: RTMPIngestDelegate {
     func persist(_ record: BroadcastRecord) async {
         do { try await store.updateBroadcast(record) } catch {
             logger.error("Could not save a broadcast", metadata: ["broadcast": "\(record.id)", "error": "\(error)"])
+        }
+    }
+}
+
+/// A live broadcast as the directory pages and `/api/live` list it: this node's, or another node's.
+struct LiveListing: Sendable {
+    var record: BroadcastRecord
+    var broadcaster: String
+    var viewerCount: Int
+}
+
+/// The live state shared with the other nodes. Without a cluster (SQLite) the node is alone and every
+/// answer is its own.
+extension LiveDirectory {
+    /// Every live broadcast of the cluster, newest first. This node's come from memory (their counts are
+    /// current), the others' from the shared state.
+    func listing() async -> [LiveListing] {
+        let local = broadcasts.map { LiveListing(record: $0.record, broadcaster: $0.broadcaster, viewerCount: $0.viewerCount) }
+        guard let cluster else { return local }
+        let shared: [SharedLiveBroadcast]
+        do { shared = try await cluster.state.live(at: Date().timeIntervalSince1970) } catch {
+            logger.error("Could not read the shared live state; listing this node's broadcasts", metadata: ["error": "\(error)"])
+            return local
+        }
+        let localIDs = Set(local.map(\.record.id))
+        let others = shared.filter { !localIDs.contains($0.record.id) }
+            .map { LiveListing(record: $0.record, broadcaster: $0.broadcaster, viewerCount: $0.viewers) }
+        return (local + others).sorted { ($0.record.startedAt ?? 0) > ($1.record.startedAt ?? 0) }
+    }
+
+    /// The event hub of a broadcast live on another node, and its listing; nil if it is live nowhere.
+    func subscribeRemote(id: String) async -> (EventHub, LiveListing)? {
+        guard let cluster, let shared = try? await cluster.state.live(broadcastID: id, at: Date().timeIntervalSince1970) else { return nil }
+        let hub = remoteHubs.withLock { hubs in
+            if let hub = hubs[id] { return hub }
+            let hub = EventHub()
+            hubs[id] = hub
+            return hub
+        }
+        return (hub, LiveListing(record: shared.record, broadcaster: shared.broadcaster, viewerCount: shared.viewers))
+    }
+
+    /// Forgets a remote broadcast's hub once nobody here listens to it.
+    func releaseRemote(id: String, hub: EventHub) {
+        remoteHubs.withLock { hubs in
+            if hubs[id] === hub, hub.isEmpty { hubs[id] = nil }
+        }
+    }
+
+    /// Whether a broadcast this node does not ingest is live on another; if so, asks its ingest node to
+    /// apply a comment or a like (it owns them, and publishes the result to every node).
+    func forward(_ kind: ClusterMessage.Kind, id: String, user: String, text: String? = nil) async -> Bool {
+        guard let cluster, await isLiveElsewhere(id: id) else { return false }
+        cluster.send(ClusterMessage(kind: kind, node: cluster.node, broadcast: id, user: user, text: text))
+        return true
+    }
+
+    func isLiveElsewhere(id: String) async -> Bool {
+        guard let cluster else { return false }
+        return (try? await cluster.state.live(broadcastID: id, at: Date().timeIntervalSince1970)) != nil
+    }
+
+    var localViewerCounts: [String: Int] {
+        Dictionary(broadcasts.map { ($0.id, $0.viewerCount) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    func announce(_ id: String) async {
+        guard let cluster, let broadcast = broadcast(id: id) else { return }
+        do {
+            try await cluster.state.announce(broadcastID: id, node: cluster.node, address: address(), viewers: broadcast.viewerCount,
+                                             at: Date().timeIntervalSince1970)
+        } catch {
+            logger.error("Could not announce a broadcast in the shared live state", metadata: ["broadcast": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    /// A message from another node: events go to this node's subscribers of that broadcast; comments and
+    /// likes are applied here when this node ingests the broadcast.
+    func received(_ message: ClusterMessage) async {
+        switch message.kind {
+        case .event:
+            guard let event = message.event, let hub = remoteHubs.withLock({ $0[message.broadcast] }) else { return }
+            hub.publish(event)
+            if event.type == "ended" {
+                remoteHubs.withLock { if $0[message.broadcast] === hub { $0[message.broadcast] = nil } }
+                hub.finishAll()
+            }
+        case .comment:
+            guard let broadcast = broadcast(id: message.broadcast), let user = message.user, let text = message.text else { return }
+            broadcast.comment(Comment(user: user, text: text, time: Date().timeIntervalSince1970))
+        case .like:
+            guard let broadcast = broadcast(id: message.broadcast), let user = message.user else { return }
+            await persist(broadcast.like(by: user))
         }
     }
 }

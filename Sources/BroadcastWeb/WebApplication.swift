@@ -44,15 +44,24 @@ package struct BroadcastWebApp: Sendable {
     let web: WebSupport
 
     /// - Parameter thumbnailWorker: the thread thumbnails are decoded on, one at a time (Thumbnails.swift).
-    package init(store: any ServiceStore, settings: WebSettings, thumbnailWorker: NIOThreadPool, readiness: Readiness, logger: Logger) {
+    /// - Parameter liveState: shared with the other nodes (PostgreSQL); nil when this node is alone (SQLite).
+    package init(store: any ServiceStore, liveState: (any SharedLiveState)? = nil, settings: WebSettings, thumbnailWorker: NIOThreadPool,
+                 readiness: Readiness, logger: Logger) {
+        let cluster = liveState.map { ClusterLink(state: $0, logger: logger) }
+        let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
         let directory = LiveDirectory(store: store, logger: logger, thumbnails: ThumbnailCache(worker: thumbnailWorker, logger: logger),
-                                      relayTemplate: settings.relayTemplate)
+                                      relayTemplate: settings.relayTemplate, cluster: cluster,
+                                      address: { "http://\(host):\(readiness.httpPort ?? settings.port)" })
+        cluster?.attach(directory)
         web = WebSupport(directory: directory, accounts: Accounts(store: store, threadPool: .singleton, bcryptCost: settings.bcryptCost),
                          settings: settings, readiness: readiness, logger: logger)
     }
 
     /// What the RTMP ingest asks of the service: who may publish, and where their media goes.
     package var ingestDelegate: any RTMPIngestDelegate { web.directory }
+
+    /// What the web app runs beside the server: the link to the other nodes, when there are any.
+    package var services: [any Service] { web.directory.cluster.map { [$0] } ?? [] }
 
     func buildRouter() -> Router<ServiceRequestContext> {
         let router = Router(context: ServiceRequestContext.self)
@@ -100,6 +109,8 @@ package final class Readiness: Sendable {
     private let ports = Mutex<(http: Int?, rtmp: Int?, printed: Bool)>((nil, nil, false))
     /// The bound RTMP port (differs from the configured one when that was 0).
     var rtmpPort: Int? { ports.withLock { $0.rtmp } }
+    /// The bound HTTP port.
+    var httpPort: Int? { ports.withLock { $0.http } }
 
     package init() {}
 

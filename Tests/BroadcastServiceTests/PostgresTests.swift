@@ -101,4 +101,69 @@ struct PostgresTests {
         let refused = try await Command.run(ServiceProcess.binary, ["--signing-key-file", short.path, "--database", postgres.url, "--port", "0"])
         #expect(refused.status != 0 && refused.stderr.contains("32"), "\(refused.stderr)")
     }
+
+    /// Two nodes share what is live: node B lists the broadcast node A ingests, and the chat and likes of
+    /// people on either node reach the broadcaster's extension connected to B.
+    @Test func liveStateIsSharedBetweenNodes() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let postgres = try PostgresServer(directory: directory)
+        defer { postgres.stop() }
+        let keys = directory.appendingPathComponent("signing-keys")
+        try String(repeating: "d4", count: 32).write(to: keys, atomically: true, encoding: .utf8)
+        let nodeA = try ServiceProcess(directory: directory, arguments: ["--signing-key-file", keys.path], database: postgres.url)
+        defer { nodeA.stop() }
+        let nodeB = try ServiceProcess(directory: directory, arguments: ["--signing-key-file", keys.path], database: postgres.url)
+        defer { nodeB.stop() }
+        #expect(try nodeA.admin(["user", "create", "heidi"], stdin: "heidi-password-1\n").status == 0)
+        let key = try nodeA.admin(["key", "create", "heidi"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        let publisher = try FFmpegPublisher(url: "\(nodeA.rtmpBase)/\(key)", seconds: 30, directory: directory)
+        defer { publisher.stop() }
+        #expect(await nodeA.waitForLog("Broadcast live", timeout: 15))
+        let api = CurlSession(directory: directory)
+        let listed = try ServiceSystemTests.liveBroadcasts(nodeB, session: api)
+        let entry = try #require(listed.first, "node B lists the broadcast node A ingests")
+        #expect(entry["broadcaster"] as? String == "heidi" && entry["live"] as? Bool == true)
+        let id = try #require(entry["id"] as? String)
+        #expect(try api.request("GET", nodeB.baseURL + "/").body.contains("data-id=\"\(id)\""), "B's directory page shows it")
+
+        // The broadcaster's extension is connected to node B; a viewer watches on node A.
+        let eventsURL = "ws://127.0.0.1:\(nodeB.httpPort)/api/v1/broadcasts/\(id)/events"
+        let feedback = WebSocketCollector()
+        async let extensionEvents = WebSocketCollector.collect(url: eventsURL, seconds: 20, headers: ["Authorization": "Bearer \(key)"],
+                                                               into: feedback) { c in
+            c.texts.contains { $0.contains("from node A") } && c.texts.contains { $0.contains("from node B") }
+                && c.texts.contains { $0.contains("\"like\"") } && c.viewerCounts.contains(1)
+        }
+        try await feedback.wait { !$0.texts.isEmpty }
+        let viewerURL = "ws://127.0.0.1:\(nodeA.httpPort)/b/\(id)/ws"
+        async let viewer = WebSocketCollector.collect(url: viewerURL, seconds: 20) { c in c.texts.contains { $0.contains("hello from node B") } }
+
+        // People signed in on each node chat; one likes on node B.
+        let ivan = try ServiceSystemTests.signUp("ivan", service: nodeA, directory: directory)
+        #expect(try ivan.request("POST", nodeA.baseURL + "/b/\(id)/chat", json: #"{"text": "hello from node A"}"#,
+                                 headers: ["X-CSRF-Token": try #require(ivan.csrf)]).status == 204)
+        let judy = try ServiceSystemTests.signUp("judy", service: nodeB, directory: directory)
+        let judyCSRF = try #require(judy.csrf)
+        #expect(try judy.request("POST", nodeB.baseURL + "/b/\(id)/chat", json: #"{"text": "hello from node B"}"#,
+                                 headers: ["X-CSRF-Token": judyCSRF]).status == 204)
+        #expect(try judy.request("POST", nodeB.baseURL + "/b/\(id)/like", json: "{}", headers: ["X-CSRF-Token": judyCSRF]).status == 204)
+        #expect(try judy.request("POST", nodeB.baseURL + "/b/nosuchbroadcast/like", json: "{}", headers: ["X-CSRF-Token": judyCSRF]).status == 404)
+
+        let events = try await extensionEvents.events
+        let comments = events.filter { $0["type"] as? String == "comment" }.compactMap { $0["text"] as? String }
+        #expect(comments.contains("hello from node A"), "a line posted on A reaches the extension on B: \(events)")
+        #expect(comments.contains("hello from node B"), "a line posted on B reaches the extension on B through A: \(events)")
+        #expect(events.contains { $0["type"] as? String == "like" && $0["likes"] as? Int == 1 && $0["user"] as? String == "judy" })
+        #expect(events.contains { $0["type"] as? String == "viewers" && $0["viewerCount"] as? Int == 1 }, "A's viewer is counted on B")
+        // The viewer on A saw B's line too (A owns the chat and publishes it to its viewers).
+        let watched = try await viewer
+        #expect(watched.texts.contains { $0.contains("hello from node B") })
+
+        // The publisher stops: B no longer lists it.
+        publisher.stop()
+        #expect(await nodeA.waitForLog("Broadcast ended"))
+        #expect(try ServiceSystemTests.liveBroadcasts(nodeB, session: api).isEmpty)
+    }
 }

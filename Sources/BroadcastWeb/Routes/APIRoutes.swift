@@ -61,7 +61,7 @@ struct APIRoutes: Sendable {
         // No cookie, so no CSRF token: a browser elsewhere is still refused by `OriginCheckMiddleware`.
         router.post("/api/v1/signin") { request, context in try await signIn(request, address: web.clientAddress(request, context)) }
         router.get("/api/live") { request, _ in
-            let broadcasts = web.directory.broadcasts
+            let broadcasts = await web.directory.listing()
             let verified = try await web.verifiedApplications(Set(broadcasts.map { $0.record.application.id }))
             return try WebSupport.json(LiveListJSON(broadcasts: broadcasts.map { web.describe($0, request: request, verified: verified) }))
         }
@@ -164,7 +164,7 @@ struct APIRoutes: Sendable {
 
     func getBroadcast(_ request: Request, id: String) async throws -> Response {
         if let live = web.directory.broadcast(id: id) {
-            return try WebSupport.json(web.describe(live, request: request, verified: try await web.verifiedApplications([live.record.application.id])))
+            return try WebSupport.json(web.describe(live.listing, request: request, verified: try await web.verifiedApplications([live.record.application.id])))
         }
         guard let record = try await web.store.broadcast(id: id), let user = try await web.store.user(id: record.userID) else {
             throw HTTPError(.notFound, message: "No such broadcast.")
@@ -189,9 +189,25 @@ struct APIRoutes: Sendable {
     func serveExtensionEvents(id: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         // The extension may connect just before its RTMP publish starts: wait up to 15 s for it.
         var broadcast = web.directory.broadcast(id: id)
-        for _ in 0..<150 where broadcast == nil {
+        var remote: (EventHub, LiveListing)?
+        for attempt in 0..<150 where broadcast == nil {
+            // Live on another node (asked every 0.5 s): its events come through the cluster's channel.
+            if attempt % 5 == 0, let found = await web.directory.subscribeRemote(id: id) {
+                remote = found
+                break
+            }
             try await Task.sleep(for: .milliseconds(100))
             broadcast = web.directory.broadcast(id: id)
+        }
+        if let (hub, listing) = remote {
+            let (eventsID, events) = hub.subscribe()
+            defer {
+                hub.unsubscribe(eventsID)
+                web.directory.releaseRemote(id: id, hub: hub)
+            }
+            try await outbound.write(.text(ServiceEvent.text(ServiceEvent(type: "viewers", viewerCount: listing.viewerCount, likes: listing.record.likes))))
+            try await Self.forward(events, inbound: inbound, outbound: outbound)
+            return
         }
         guard let broadcast else {
             try await outbound.write(.text(ServiceEvent.text(ServiceEvent(type: "ended"))))
@@ -200,6 +216,11 @@ struct APIRoutes: Sendable {
         let (eventsID, events) = broadcast.events.subscribe()
         defer { broadcast.events.unsubscribe(eventsID) }
         try await outbound.write(.text(ServiceEvent.text(ServiceEvent(type: "viewers", viewerCount: broadcast.viewerCount, likes: broadcast.record.likes))))
+        try await Self.forward(events, inbound: inbound, outbound: outbound)
+    }
+
+    /// Writes `events` to the extension until they end or the extension closes its socket.
+    static func forward(_ events: AsyncStream<String>, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { for await event in events { try await outbound.write(.text(event)) } }
             group.addTask { for try await _ in inbound {} }

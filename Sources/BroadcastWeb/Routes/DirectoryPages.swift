@@ -12,7 +12,7 @@ extension PageRoutes {
         let user = context.user
         let csrf = web.csrfToken(request)
         let now = Date().timeIntervalSince1970
-        let groups = Dictionary(grouping: web.directory.broadcasts) { $0.record.application.id }
+        let groups = Dictionary(grouping: await web.directory.listing()) { $0.record.application.id }
         // The application with the most live first; ties by name, so the order is stable between loads.
         let sorted = groups.values.sorted {
             $0.count != $1.count ? $0.count > $1.count : $0[0].record.application.name < $1[0].record.application.name
@@ -35,7 +35,7 @@ extension PageRoutes {
         let user = context.user
         let csrf = web.csrfToken(request)
         let now = Date().timeIntervalSince1970
-        let broadcasts = web.directory.broadcasts.filter { $0.record.application.id == applicationID }
+        let broadcasts = await web.directory.listing().filter { $0.record.application.id == applicationID }
         let name = broadcasts.first?.record.application.name ?? applicationID
         let body = """
         <h1 class="app-title"><img class="app-icon" src="\(Self.iconPath(applicationID))" alt="" width="40" height="40"> \(HTML.escape(name))</h1>
@@ -63,7 +63,7 @@ extension PageRoutes {
     }
 
     /// One live broadcast's card.
-    static func card(_ broadcast: LiveBroadcast, now: Double) -> String {
+    static func card(_ broadcast: LiveListing, now: Double) -> String {
         let record = broadcast.record
         let id = HTML.escape(record.id)
         let started = record.startedAt ?? now

@@ -55,7 +55,8 @@ struct ViewerRoutes: Sendable {
     }
 
     func chat(_ request: Request, id: String, user: UserRecord) async throws -> Response {
-        guard let broadcast = web.directory.broadcast(id: id) else { throw HTTPError(.notFound, message: "The broadcast is not live.") }
+        let broadcast = web.directory.broadcast(id: id)
+        if broadcast == nil, await !web.directory.isLiveElsewhere(id: id) { throw HTTPError(.notFound, message: "The broadcast is not live.") }
         var request = request
         let body = try await request.collectBody(upTo: 4 << 10)
         guard let input = try? JSONDecoder().decode(ChatInput.self, from: Data(buffer: body)) else { throw HTTPError(.badRequest, message: "Expected {\"text\": …}.") }
@@ -68,13 +69,25 @@ struct ViewerRoutes: Sendable {
             web.logger.notice("Chat refused: rate limited", metadata: ["user": "\(user.name)"])
             throw HTTPError(.tooManyRequests, message: "Slow down.")
         }
-        broadcast.comment(Comment(user: user.name, text: text, time: Date().timeIntervalSince1970))
+        if let broadcast {
+            broadcast.comment(Comment(user: user.name, text: text, time: Date().timeIntervalSince1970))
+        } else {
+            // Live on another node, which owns its chat: it publishes the line to every node.
+            guard await web.directory.forward(.comment, id: id, user: user.name, text: text) else {
+                throw HTTPError(.notFound, message: "The broadcast is not live.")
+            }
+        }
         return Response(status: .noContent)
     }
 
     func like(id: String, user: UserRecord) async throws -> Response {
-        guard let broadcast = web.directory.broadcast(id: id) else { throw HTTPError(.notFound, message: "The broadcast is not live.") }
+        let broadcast = web.directory.broadcast(id: id)
+        if broadcast == nil, await !web.directory.isLiveElsewhere(id: id) { throw HTTPError(.notFound, message: "The broadcast is not live.") }
         guard likeLimiter.allow("\(user.id)") else { throw HTTPError(.tooManyRequests, message: "Slow down.") }
+        guard let broadcast else {
+            _ = await web.directory.forward(.like, id: id, user: user.name)
+            return Response(status: .noContent)
+        }
         await web.directory.persist(broadcast.like(by: user.name))
         return Response(status: .noContent)
     }

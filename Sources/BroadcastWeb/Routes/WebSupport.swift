@@ -75,7 +75,7 @@ struct WebSupport: Sendable {
         return verified
     }
 
-    func describe(_ broadcast: LiveBroadcast, request: Request, verified: Set<String>) -> LiveBroadcastJSON {
+    func describe(_ broadcast: LiveListing, request: Request, verified: Set<String>) -> LiveBroadcastJSON {
         let record = broadcast.record
         return describe(record, broadcaster: broadcast.broadcaster, viewers: broadcast.viewerCount, live: true, request: request,
                         verified: verified.contains(record.application.id))
