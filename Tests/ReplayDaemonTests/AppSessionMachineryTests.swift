@@ -12,25 +12,11 @@ import ReplayTesting
 /// and silent (what an app's session holds is checked by the system tests with real test apps).
 @Suite("App sessions: the machinery, on a real display", .serialized)
 struct AppSessionMachineryTests {
+    /// replayd's server (apps' consent answered "allow") on a display of its own.
     static func withServer(_ body: @Sendable (ControlPaths, String) async throws -> Void) async throws {
         let xvfb = try await XvfbServer.start(width: 320, height: 240)
-        let paths = try ControlServerTests.temporaryPaths()
-        defer { try? FileManager.default.removeItem(atPath: paths.directory) }
-        let configuration = ControlServer.Configuration(paths: paths, idleExit: nil, software: "replayd test", consentPrompt: .fixed(.allow))
-        let logger = Logger(label: "test")
-        let server = ControlServer(configuration: configuration, logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger))
         do {
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                for _ in 0..<200 where !DaemonLauncher.isListening(socketPath: paths.socket) {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
-                try await body(paths, xvfb.display)
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
-            }
+            try await ControlServerTests.withServer(consent: .fixed(.allow)) { paths in try await body(paths, xvfb.display) }
         } catch {
             await xvfb.stop()
             throw error

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import ReplayIPC
+import ReplaySystem
 @testable import ReplayDaemon
 
 /// replayd's socket server in-process, spoken to by the same client the CLI uses.
@@ -22,15 +23,26 @@ struct ControlServerTests {
         let paths = try paths ?? temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: paths.directory) }
         let logger = Logger(label: "test")
-        let server = ControlServer(configuration: .init(paths: paths, idleExit: idleExit, software: "replayd test", consentPrompt: consent),
-                                   logger: logger)
+        // The server says when it listens, as to the launcher: no polling for the socket.
+        var ready: [Int32] = [-1, -1]
+        #expect(pipe(&ready) == 0)
+        defer { close(ready[0]) }
+        var configuration = ControlServer.Configuration(paths: paths, idleExit: idleExit, software: "replayd test", consentPrompt: consent)
+        configuration.readyDescriptor = ready[1]
+        let server = ControlServer(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            for _ in 0..<200 where !DaemonLauncher.isListening(socketPath: paths.socket) {
-                try await Task.sleep(for: .milliseconds(10))
+            let readEnd = ready[0]
+            let said = await DedicatedThread.run(named: "test-ready") { () -> String in
+                var descriptor = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 10_000) > 0 else { return "" }
+                var buffer = [UInt8](repeating: 0, count: 32)
+                let count = read(readEnd, &buffer, buffer.count)
+                return String(decoding: buffer[0..<max(0, count)], as: UTF8.self)
             }
+            #expect(said == "listening\n")
             #expect(DaemonLauncher.isListening(socketPath: paths.socket))
             let mode = try FileManager.default.attributesOfItem(atPath: paths.socket)[.posixPermissions] as? Int
             #expect(mode == 0o600)

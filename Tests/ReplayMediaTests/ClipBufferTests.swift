@@ -15,17 +15,6 @@ import ReplayTesting
         return folder
     }
 
-    /// A BGRA picture of one colour: green in the last three seconds, red before.
-    private func picture(width: Int, height: Int, green: Bool) -> [UInt8] {
-        var pixels = [UInt8](repeating: 255, count: width * height * 4)
-        for i in stride(from: 0, to: pixels.count, by: 4) {
-            pixels[i] = 0                       // B
-            pixels[i + 1] = green ? 255 : 0     // G
-            pixels[i + 2] = green ? 0 : 255     // R
-        }
-        return pixels
-    }
-
     @Test func keepsTheLastSecondsAndSavesThemWithoutReencoding() async throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -37,8 +26,8 @@ import ReplayTesting
         let frame = VideoFrame(width: width, height: height)
         var position: Int64 = 0
         for index in 0..<(seconds * fps) {
-            let pixels = picture(width: width, height: height, green: index >= (seconds - 3) * fps)
-            pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            // Red, then green for the last 3 seconds.
+            _ = BGRAPicture(width: width, height: height, bgr: index >= (seconds - 3) * fps ? [0, 255, 0] : [0, 0, 255]).frame(into: frame)
             frame.changedFraction = 1
             try encoding.video.encode(frame, pts: Int64(index), to: encoding.videoTrack)
             // The sound up to this picture's time.

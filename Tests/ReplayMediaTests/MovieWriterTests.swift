@@ -15,29 +15,6 @@ import ReplayTesting
         return folder.appendingPathComponent(name).path
     }
 
-    /// A BGRA picture: left half red, right half blue.
-    private func picture(width: Int, height: Int) -> [UInt8] {
-        var pixels = [UInt8](repeating: 255, count: width * height * 4)
-        for y in 0..<height {
-            for x in 0..<width {
-                let i = (y * width + x) * 4
-                let red = x < width / 2
-                pixels[i] = red ? 0 : 255       // B
-                pixels[i + 1] = 0               // G
-                pixels[i + 2] = red ? 255 : 0   // R
-            }
-        }
-        return pixels
-    }
-
-    /// A frame holding `picture`.
-    private func pictureFrame(width: Int, height: Int) -> VideoFrame {
-        let frame = VideoFrame(width: width, height: height)
-        let pixels = picture(width: width, height: height)
-        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
-        return frame
-    }
-
     @Test func writesAPlayableFragmentedMovie() async throws {
         let path = temporaryPath("movie.mp4")
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
@@ -45,7 +22,7 @@ import ReplayTesting
         let writer = try MovieWriter(path: path, logger: logger)
         let encoding = try EncodingFixture(into: writer, logger: logger)
 
-        let frame = pictureFrame(width: width, height: height)
+        let frame = BGRAPicture.redAndBlue(width: width, height: height).frame()
         for index in 0..<(2 * fps) {
             try encoding.video.encode(frame, pts: Int64(index), to: encoding.videoTrack)
         }
@@ -86,7 +63,7 @@ import ReplayTesting
         let writers = try [first, second].map { try MovieWriter(path: $0, logger: logger) }
         for writer in writers { outputs.add(writer, track: try writer.addTrack(video.trackFormat(name: "Screen"))) }
         for writer in writers { try writer.start() }
-        let frame = pictureFrame(width: width, height: height)
+        let frame = BGRAPicture.redAndBlue(width: width, height: height).frame()
         // Ticks with gaps, as a capture that skips a still screen makes them.
         let ticks: [Int64] = (0..<20).map { Int64($0) } + [25, 26, 40, 41, 42, 59]
         for tick in ticks { try video.encode(frame, pts: tick, to: outputs) }
@@ -121,11 +98,11 @@ import ReplayTesting
         // 40 pictures of full motion, one every tick, then 40 small changes every third tick.
         let ticks = (0..<40).map { Int64($0) } + (0..<40).map { Int64(40 + 3 * $0) }
         let frame = VideoFrame(width: width, height: height)
-        var pixels = picture(width: width, height: height)
+        var picture = BGRAPicture.redAndBlue(width: width, height: height)
         for (number, tick) in ticks.enumerated() {
             let column = (number * 7) % width   // a white stripe that moves
-            for y in 0..<height { for x in column..<min(width, column + 6) { pixels[(y * width + x) * 4 ..< (y * width + x) * 4 + 3] = [255, 255, 255] } }
-            pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
+            picture.fill(x: column..<column + 6, y: 0..<height, [255, 255, 255])
+            _ = picture.frame(into: frame)
             frame.changedFraction = number < 40 ? 1 : 0.05
             try video.encode(frame, pts: tick, to: track)
             try writer.flush()   // as on a still screen: a fragment may end after any packet
@@ -157,7 +134,7 @@ import ReplayTesting
         let (width, height, fps) = (320, 240, 30)
         let writer = try MovieWriter(path: path, logger: logger)
         let encoding = try EncodingFixture(into: writer, logger: logger)
-        let frame = pictureFrame(width: width, height: height)
+        let frame = BGRAPicture.redAndBlue(width: width, height: height).frame()
         frame.changedFraction = 0
         for tick: Int64 in [0, 30, 60, 89] {
             try encoding.video.encode(frame, pts: tick, to: encoding.videoTrack)

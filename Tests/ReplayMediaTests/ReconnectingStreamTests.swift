@@ -9,16 +9,12 @@ import Testing
 struct ReconnectingStreamTests {
     let logger = Logger(label: "test")
 
-    /// A grey picture with a lighter band that moves with `index`.
+    /// Grey with a green band that moves down 4 rows a picture.
     private func picture(width: Int, height: Int, index: Int) -> VideoFrame {
-        let frame = VideoFrame(width: width, height: height)
-        var pixels = [UInt8](repeating: 96, count: width * height * 4)
+        var picture = BGRAPicture(width: width, height: height, bgr: [96, 96, 96])
         let band = (index * 4) % height
-        for row in band..<min(height, band + 16) {
-            for column in 0..<width { pixels[(row * width + column) * 4 + 1] = 220 }
-        }
-        pixels.withUnsafeBufferPointer { frame.convert(fromBGRA: $0.baseAddress!, stride: width * 4, rows: 0..<height) }
-        return frame
+        picture.fill(x: 0..<width, y: band..<band + 16, [96, 220, 96])
+        return picture.frame()
     }
 
     @Test("A new picture size mid-stream: the next packet carries a new sequence header and ffmpeg decodes pictures of both sizes",

@@ -20,19 +20,9 @@ import CYUV
 
     /// A BGRA picture: left half red, right half blue, with `squares` (x, y, BGR) of 64x64 pixels.
     private func picture(squares: [(x: Int, y: Int, bgr: [UInt8])] = []) -> [UInt8] {
-        var pixels = [UInt8](repeating: 255, count: width * height * 4)
-        func fill(x: Range<Int>, y: Range<Int>, _ bgr: [UInt8]) {
-            for row in y.clamped(to: 0..<height) {
-                for column in x.clamped(to: 0..<width) {
-                    let i = (row * width + column) * 4
-                    pixels[i] = bgr[0]; pixels[i + 1] = bgr[1]; pixels[i + 2] = bgr[2]
-                }
-            }
-        }
-        fill(x: 0..<width / 2, y: 0..<height, [0, 0, 255])
-        fill(x: width / 2..<width, y: 0..<height, [255, 0, 0])
-        for square in squares { fill(x: square.x..<square.x + 64, y: square.y..<square.y + 64, square.bgr) }
-        return pixels
+        var picture = BGRAPicture.redAndBlue(width: width, height: height)
+        for square in squares { picture.fill(x: square.x..<square.x + 64, y: square.y..<square.y + 64, square.bgr) }
+        return picture.bytes
     }
 
     /// An encoder with `settings` and a started movie at `path` with its one track.
