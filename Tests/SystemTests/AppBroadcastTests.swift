@@ -14,10 +14,9 @@ extension SystemTests.AppSessionTests {
             let folder = try SystemTests.BroadcastTests.installSeed(in: environment.homeDirectory.appendingPathComponent(".local/share"))
             let replayd = try await Self.startReplayd(environment, consent: "allow", picker: seed)
             defer { replayd.signal(SIGTERM) }
-            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try Self.window(), "broadcast-load", "broadcast-start", "broadcast-wait-ended=60"],
-                                            environment: environment.environment)
+            let app = try await Self.startApp(environment, [try Self.window(), "broadcast-load", "broadcast-start", "broadcast-wait-ended=60"],
+                                                         reporting: "broadcast-start")
             defer { Task { await app.terminate() } }
-            for _ in 0..<1200 where !app.currentOutput.contains("\"step\":\"broadcast-start\"") { try await Task.sleep(for: .milliseconds(50)) }
             let started = Self.lines(app.currentOutput).first { $0["step"] as? String == "broadcast-start" }
             let log = environment.replaydLog
             try #require(started?["broadcasting"] as? Bool == true,

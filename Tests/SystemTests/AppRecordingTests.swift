@@ -88,13 +88,8 @@ extension SystemTests.AppSessionTests {
             let victim = try #require(other.output.split(separator: " ").first { $0.hasPrefix("0x") }.map(String.init), "\(other.output)")
             let out = environment.outputPath("reparented.mp4")
             let child = [try Binaries.testContent(), "--app", "400x400+600+100", "--colour", "00ff00", "--no-audio"].joined(separator: "|")
-            let app = try BackgroundProcess(try Binaries.testApp(), arguments: ["child=\(child)", "start", "sleep=4", "stop-to=\(out)"],
-                                            environment: environment.environment)
-            let started = ContinuousClock.now
-            while !app.currentOutput.contains(#""step":"start""#) {
-                guard app.isRunning, ContinuousClock.now - started < .seconds(30) else { throw HarnessError("the app did not start: \(app.currentOutput)") }
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            let app = try await App.startApp(environment, ["child=\(child)", "start", "sleep=4", "stop-to=\(out)"], reporting: "start")
+            try #require(app.currentOutput.contains(#""ok":true"#), "the app did not start: \(app.currentOutput)")
             let found = try await ProcessRunner.run("xdotool", arguments: ["search", "--name", "replay-testcontent app"],
                                                     environment: environment.environment, timeout: .seconds(10))
             let own = try #require(found.stdout.split(separator: "\n").map(String.init).first { UInt32($0) != UInt32(victim.dropFirst(2), radix: 16) },
@@ -118,10 +113,8 @@ extension SystemTests.AppSessionTests {
         try await TestEnvironment.with { environment in
             let replayd = try await App.startReplayd(environment, consent: "allow")
             defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
-            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "wait-stopped=60"],
-                                            environment: environment.environment)
+            let app = try await App.startApp(environment, [try App.window(), "start", "wait-stopped=60"], reporting: "start", timeout: .seconds(15))
             defer { Task { await app.terminate() } }
-            for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
             #expect(app.currentOutput.contains("\"ok\":true"), "\(app.currentOutput)")
             #expect(App.appRecordings(environment).count == 1, "the app's file is being written")
             let record = try await environment.replay(["record", "--duration", "2", "-o", environment.outputPath("person.mp4")], timeout: .seconds(60))
@@ -141,10 +134,8 @@ extension SystemTests.AppSessionTests {
             let folder = try SystemTests.BroadcastTests.installSeed(in: environment.homeDirectory.appendingPathComponent(".local/share"))
             let replayd = try await App.startReplayd(environment, consent: "allow")
             defer { _ = replayd.isRunning }  // kept alive (and stopped at the end) by this handle
-            let app = try BackgroundProcess(try Binaries.testApp(), arguments: [try App.window(), "start", "wait-stopped=60"],
-                                            environment: environment.environment)
+            let app = try await App.startApp(environment, [try App.window(), "start", "wait-stopped=60"], reporting: "start", timeout: .seconds(15))
             defer { Task { await app.terminate() } }
-            for _ in 0..<300 where !app.currentOutput.contains("\"step\":\"start\"") { try await Task.sleep(for: .milliseconds(50)) }
             #expect(app.currentOutput.contains("\"ok\":true"), "\(app.currentOutput)")
             let broadcast = try environment.startReplay(["broadcast", "--service", SystemTests.BroadcastTests.seedID])
             let result = try await app.waitForExit(timeout: .seconds(30))

@@ -37,6 +37,18 @@ extension SystemTests {
             return lines
         }
 
+        /// Starts the test app with `steps` in the background and returns once it has reported `step`
+        /// (or ended, or `timeout` passed: the caller's expectations say what went wrong).
+        static func startApp(_ environment: TestEnvironment, _ steps: [String], reporting step: String,
+                             timeout: Duration = .seconds(60)) async throws -> BackgroundProcess {
+            let app = try BackgroundProcess(try Binaries.testApp(), arguments: steps, environment: environment.environment)
+            let deadline = ContinuousClock.now + timeout
+            while !app.currentOutput.contains("\"step\":\"\(step)\""), app.isRunning, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return app
+        }
+
         static func line(_ lines: [Line], _ step: String) throws -> Line {
             try #require(lines.first { $0["step"] as? String == step }, "no line for \(step) in \(lines)")
         }
