@@ -122,7 +122,9 @@ let package = Package(
                           swiftSettings: swiftSettings),
 
         // MARK: The library for apps: ReplayKit's API over replayd's socket (no NIO in its public API).
-        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "CXCB", "CSecret"], swiftSettings: swiftSettings),
+        // H.264 for its VideoToolbox subset (VTCompressionSession): libx264 giving AVCC, behind plain Swift values.
+        .target(name: "OpenReplayKitMedia", dependencies: ["CX264", "CYUV"], swiftSettings: swiftSettings),
+        .target(name: "OpenReplayKit", dependencies: ["ReplayIPC", "OpenReplayKitMedia", "CXCB", "CSecret"], swiftSettings: swiftSettings),
         // Its C API: the header (openreplaykit.h, the contract, in a C target of its own) and the Swift
         // functions that export it with @_cdecl over OpenReplayKit's public API.
         .target(name: "COpenReplayKit"),

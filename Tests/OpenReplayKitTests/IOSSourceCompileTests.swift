@@ -65,7 +65,7 @@ struct IOSSourceCompileTests {
     @Test func everyPatternHasAFixture() {
         // Dropping a fixture would silently drop its pattern from the test below.
         #expect(Self.fixtureNames == ["AppRecorder.swift", "ExtensionMain.swift", "OverrideInitHandler.swift", "SampleInspection.swift", "SetupViewController.swift",
-                                      "XcodeSetupTemplate.swift", "XcodeUploadTemplate.swift"])
+                                      "VideoToolboxEncoder.swift", "XcodeSetupTemplate.swift", "XcodeUploadTemplate.swift"])
     }
 
     @Test(arguments: fixtureNames, [5, 6])

@@ -121,8 +121,9 @@ public final class CMFormatDescription: @unchecked Sendable, Hashable {
     }
 
     /// An encoded video stream's description: its codec and parameter sets.
-    static func encodedVideo(codec: CMVideoCodecType, parameterSets: [[UInt8]], nalUnitHeaderLength: Int32) -> CMFormatDescription {
-        CMFormatDescription(mediaType: kCMMediaType_Video, mediaSubType: codec, dimensions: CMVideoDimensions(width: 0, height: 0),
+    static func encodedVideo(codec: CMVideoCodecType, parameterSets: [[UInt8]], nalUnitHeaderLength: Int32,
+                             dimensions: CMVideoDimensions = CMVideoDimensions(width: 0, height: 0)) -> CMFormatDescription {
+        CMFormatDescription(mediaType: kCMMediaType_Video, mediaSubType: codec, dimensions: dimensions,
                             streamDescription: nil, parameterSets: parameterSets, nalUnitHeaderLength: nalUnitHeaderLength)
     }
 
@@ -283,18 +284,34 @@ public func CMAudioFormatDescriptionGetStreamBasicDescription(_ desc: CMAudioFor
     desc.streamDescription
 }
 
-/// CoreMedia's block buffer: the bytes of an audio sample buffer, contiguous, valid while it lives.
+/// CoreMedia's block buffer: the bytes of an audio sample buffer, or of an encoded picture
+/// (`VTCompressionSession`'s output), contiguous, valid while it lives.
 ///
-/// `Sendable`: it only holds its chunk, immutable after it was read from the ring.
-public final class CMBlockBuffer: Sendable {
-    let chunk: FrameRingAudioChunk
+/// `@unchecked Sendable`: it holds its chunk, immutable after it was read from the ring, or bytes of
+/// its own, written once at creation and freed only in `deinit`.
+public final class CMBlockBuffer: @unchecked Sendable {
+    let chunk: FrameRingAudioChunk?
+    private let owned: UnsafeMutableRawBufferPointer?
 
     init(chunk: FrameRingAudioChunk) {
         self.chunk = chunk
+        owned = nil
     }
 
-    var length: Int { chunk.samples.count * MemoryLayout<Float>.size }
-    var bytes: UnsafeMutableRawPointer { UnsafeMutableRawPointer(chunk.samples.baseAddress!) }
+    /// A copy of `data`.
+    init(copying data: [UInt8]) {
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: max(data.count, 1), alignment: 16)
+        data.withUnsafeBytes { memory.copyMemory(from: $0) }
+        chunk = nil
+        owned = UnsafeMutableRawBufferPointer(rebasing: memory[0..<data.count])
+    }
+
+    deinit { owned?.deallocate() }
+
+    var length: Int { chunk.map { $0.samples.count * MemoryLayout<Float>.size } ?? owned?.count ?? 0 }
+    var bytes: UnsafeMutableRawPointer {
+        if let chunk { UnsafeMutableRawPointer(chunk.samples.baseAddress!) } else { owned!.baseAddress! }
+    }
 }
 
 public func CMBlockBufferGetDataLength(_ theBuffer: CMBlockBuffer) -> Int { theBuffer.length }
@@ -420,12 +437,16 @@ public final class CMSampleBuffer: Sendable {
     enum Content: Sendable {
         case video(CVPixelBuffer)
         case audio(CMBlockBuffer)
+        /// One encoded picture (`VTCompressionSession`'s output).
+        case compressed(CMBlockBuffer, duration: CMTime)
     }
 
     let content: Content
     /// What it holds, as `RPSampleBufferType` says it.
     package let sampleBufferType: RPSampleBufferType
     public let presentationTimeStamp: CMTime
+    /// Invalid but for an encoded picture.
+    public let decodeTimeStamp: CMTime
     public let formatDescription: CMFormatDescription?
     private let invalidated = Atomic<Bool>(false)
     /// `CMGetAttachment`'s: a picture starts with `RPVideoSampleOrientationKey`, as on iOS.
@@ -438,6 +459,7 @@ public final class CMSampleBuffer: Sendable {
         content = .video(CVPixelBuffer(frame: frame))
         sampleBufferType = .video
         presentationTimeStamp = CMTime(value: frame.time, timescale: 1_000_000_000)
+        decodeTimeStamp = .invalid
         formatDescription = .video(width: frame.width, height: frame.height)
         // Pictures are the screen as it shows (X and Wayland give a rotated screen's pixels turned already).
         attachments = Mutex([RPVideoSampleOrientationKey: AttachmentValue(NSNumber(value: CGImagePropertyOrientation.up.rawValue))])
@@ -448,8 +470,30 @@ public final class CMSampleBuffer: Sendable {
         content = .audio(CMBlockBuffer(chunk: chunk))
         sampleBufferType = chunk.kind == .microphone ? .audioMic : .audioApp
         presentationTimeStamp = CMTime(value: chunk.time, timescale: 1_000_000_000)
+        decodeTimeStamp = .invalid
         formatDescription = CMFormatDescription.audio
         attachments = Mutex([:])
+    }
+
+    /// One encoded picture, as `VTCompressionSession` gives it: its bytes (copied), its description,
+    /// its times, and its sample attachments (`kCMSampleAttachmentKey_NotSync` and `…DependsOnOthers`
+    /// true on a picture that is not a keyframe; none on a keyframe).
+    package init(compressed bytes: [UInt8], formatDescription: CMFormatDescription, presentationTimeStamp: CMTime,
+                 decodeTimeStamp: CMTime, duration: CMTime, isKeyframe: Bool) {
+        content = .compressed(CMBlockBuffer(copying: bytes), duration: duration)
+        sampleBufferType = .video
+        self.presentationTimeStamp = presentationTimeStamp
+        self.decodeTimeStamp = decodeTimeStamp
+        self.formatDescription = formatDescription
+        attachments = Mutex([:])
+        let sample = NSMutableDictionary()
+        if !isKeyframe {
+            sample[kCMSampleAttachmentKey_NotSync] = NSNumber(value: true)
+            sample[kCMSampleAttachmentKey_DependsOnOthers] = NSNumber(value: true)
+        }
+        let array = NSMutableArray()
+        array.add(sample)
+        sampleAttachments.withLock { $0 = AttachmentValue(array) }
     }
 
     /// Whatever the ring delivered.
@@ -474,8 +518,8 @@ public final class CMSampleBuffer: Sendable {
     /// 1 for a picture; the frames (samples per channel) of a chunk of sound.
     public var numSamples: CMItemCount {
         switch content {
-        case .video: 1
-        case .audio(let block): block.chunk.frames
+        case .video, .compressed: 1
+        case .audio(let block): block.chunk?.frames ?? 0
         }
     }
 
@@ -483,7 +527,8 @@ public final class CMSampleBuffer: Sendable {
     public var duration: CMTime {
         switch content {
         case .video: .invalid
-        case .audio(let block): CMTime(value: Int64(block.chunk.frames), timescale: Int32(FrameRingLayout.sampleRate))
+        case .compressed(_, let duration): duration
+        case .audio(let block): CMTime(value: Int64(block.chunk?.frames ?? 0), timescale: Int32(FrameRingLayout.sampleRate))
         }
     }
 
@@ -492,14 +537,15 @@ public final class CMSampleBuffer: Sendable {
     }
 
     public var dataBuffer: CMBlockBuffer? {
-        if case .audio(let block) = content { block } else { nil }
+        switch content {
+        case .audio(let block), .compressed(let block, _): block
+        case .video: nil
+        }
     }
 
     public var outputPresentationTimeStamp: CMTime { presentationTimeStamp }
 
-    public var decodeTimeStamp: CMTime { .invalid }
-
-    /// Bytes of sound; 0 for a picture (its bytes are in the pixel buffer).
+    /// Bytes of sound or of an encoded picture; 0 for a picture (its bytes are in the pixel buffer).
     public var totalSampleSize: Int { dataBuffer.map(CMBlockBufferGetDataLength) ?? 0 }
 
     fileprivate func invalidate() { invalidated.store(true, ordering: .releasing) }
@@ -507,7 +553,7 @@ public final class CMSampleBuffer: Sendable {
 
 public func CMSampleBufferGetPresentationTimeStamp(_ sbuf: CMSampleBuffer) -> CMTime { sbuf.presentationTimeStamp }
 public func CMSampleBufferGetOutputPresentationTimeStamp(_ sbuf: CMSampleBuffer) -> CMTime { sbuf.presentationTimeStamp }
-public func CMSampleBufferGetDecodeTimeStamp(_ sbuf: CMSampleBuffer) -> CMTime { .invalid }
+public func CMSampleBufferGetDecodeTimeStamp(_ sbuf: CMSampleBuffer) -> CMTime { sbuf.decodeTimeStamp }
 public func CMSampleBufferGetDuration(_ sbuf: CMSampleBuffer) -> CMTime { sbuf.duration }
 public func CMSampleBufferGetImageBuffer(_ sbuf: CMSampleBuffer) -> CVImageBuffer? { sbuf.imageBuffer }
 public func CMSampleBufferGetDataBuffer(_ sbuf: CMSampleBuffer) -> CMBlockBuffer? { sbuf.dataBuffer }
@@ -538,7 +584,7 @@ public func CMSampleBufferGetAudioBufferListWithRetainedBlockBuffer(
     let needed = AudioBufferList.sizeInBytes(maximumBuffers: 1)
     bufferListSizeNeededOut?.pointee = needed
     guard sbuf.isValid else { return kCMSampleBufferError_Invalidated }
-    guard let block = sbuf.dataBuffer else { return kCMSampleBufferError_InvalidMediaTypeForOperation }
+    guard case .audio(let block) = sbuf.content else { return kCMSampleBufferError_InvalidMediaTypeForOperation }
     guard let bufferListOut else {
         return bufferListSizeNeededOut == nil ? kCMSampleBufferError_RequiredParameterMissing : noErr
     }
