@@ -24,7 +24,7 @@ TEST_PACKAGES=(
   chromium fonts-dejavu-core curl
   desktop-file-utils
   gnome-keyring libsecret-tools dbus-bin   # RPAppGroupTests: a Secret Service on a private session bus
-  postgresql
+  postgresql haproxy   # haproxy: scripts/cluster.sh, three nodes behind one balancer
   gcc python3   # SystemTests.CAPITests: cc compiles a C app against libopenreplaykit.so; ctypes
   # Wayland: headless GNOME Shell with its portal and PipeWire (docs/WAYLAND.md); sway for the refusal tests
   pipewire pipewire-bin pipewire-pulse wireplumber xdg-desktop-portal xdg-desktop-portal-gnome
