@@ -398,7 +398,7 @@ extension RecordingSessions {
     }
 
     /// The whole text of a file of /proc, read to its end: they say their size is 0, and Foundation's
-    /// `String(contentsOfFile:)` gave only the start of a large one (smaps), which hid an extension's 200 MB.
+    /// `String(contentsOfFile:)` gives only the start of a large one (smaps), which hid most of an extension's memory.
     static func readProcFile(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
@@ -418,8 +418,8 @@ extension RecordingSessions {
 
     /// The sum of `Private_Dirty` over the mappings of `smaps` (the text of `/proc/PID/smaps`) but
     /// the frame ring's (`/memfd:openreplaykit-ring…`): once replayd has unmapped its side at the
-    /// end of a broadcast, the extension is the ring's only user and its 17 MB (1080p) count as its
-    /// private pages until it exits, which took a 36 MB extension over the limit as it finished.
+    /// end of a broadcast, the extension is the ring's only user and the ring would count as its
+    /// private pages until it exits, taking an extension over its limit as it finishes.
     /// Nil when there is no such field (not an smaps text).
     static func ownDirtyKilobytes(smaps: String) -> Int? {
         var total: Int?

@@ -161,11 +161,8 @@ package final class RingTap: FrameTap, AudioTap {
 /// C' = (C - 128) × 255 / 224 + 128, rounded and clamped to 0…255. Black is Y 0, white Y 255, the
 /// greys' chroma 128; pure green (BT.601 full range) Y 149, Cb 44, Cr 21.
 ///
-/// Two bytes a look-up (128 KB tables): two luma pixels, or a Cb and a Cr into their NV12 pair. A
-/// 1080p picture, buffers warm, on the quiet 2-core machine (2026-11-24): 0.8–0.9 ms in a release
-/// build (a byte at a time 0.85 ms; libyuv's `ARGBToJ420` and `MergeUVPlane`, from a BGRA picture
-/// the tap is not given, 0.55 ms; the video-range `I420ToNV12` this replaced 0.14 ms); in a debug
-/// build (the tests') 4 ms, where a byte at a time took 32. `replay-ring bench`: see BENCHMARKS.
+/// Two bytes a look-up (128 KB tables): two luma pixels, or a Cb and a Cr into their NV12 pair, which
+/// keeps a debug build (the tests') fast enough too. `replay-ring bench` measures it (docs/BENCHMARKS.md).
 package enum FullRangeNV12 {
     /// Video-range luma (16…235) to full range.
     package static let luma: [UInt8] = table { (Double($0) - 16) * 255 / 219 }

@@ -1,6 +1,6 @@
 /// Which macroblocks a pooled picture lacks against the capture's latest picture, so that handing a
-/// picture to the encoder copies only those (a still desktop with a small animation: 3% of the
-/// picture instead of all of it). The capture thread numbers each picture it sends and records the
+/// picture to the encoder copies only those (on a still desktop, a small part of the picture). The
+/// capture thread numbers each picture it sends and records the
 /// macroblocks that changed since the one sent before (`VideoFrame.changedBlocks`), before it fills
 /// a pooled picture with it: a pooled picture that last held picture `n` lacks the union of the
 /// changes recorded after `n`, the new picture's own included. Only the last `depth` records are

@@ -1,10 +1,9 @@
 import CFFmpeg
 import CYUV
 
-/// BGRX → I420 conversion, by the library the benchmark chose. `make bench` measures both on the
-/// same pictures (`replay-bench convert`): libyuv's `ARGBToI420` is about 9x faster than libswscale
-/// at 1080p (1.2 against 10.6 ms a frame on a busy 2-core machine), and it converts a band of rows as
-/// cheaply as a whole picture, so the recording pipeline uses libyuv (`VideoFrame.convert`).
+/// BGRX → I420 conversion, by the library the benchmark chose (`replay-bench convert` measures both
+/// on the same pictures; docs/BENCHMARKS.md): libyuv's `ARGBToI420` is much faster and converts a
+/// band of rows as cheaply as a whole picture, so the recording pipeline uses it (`VideoFrame.convert`).
 package enum ColorConversionLibrary: String, Sendable, CaseIterable {
     case libyuv, libswscale
 }

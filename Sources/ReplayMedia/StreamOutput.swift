@@ -84,7 +84,7 @@ public final class StreamOutput: MediaDestination, Sendable {
                 // seen and the bitrate comes down, instead of in megabytes of kernel buffer.
                 // No Nagle: RTMP's handshake and commands are small writes each waiting for an
                 // answer, and a small sound packet must not wait for the ACK of the picture
-                // before it (with Nagle, a connection on loopback took 130 ms longer).
+                // before it.
                 try output.writeHeader(options: flv ? [("flvflags", "no_duration_filesize")] : [],
                                        ioOptions: flv ? [("send_buffer_size", "65536"), ("tcp_nodelay", "1")] : [])
             } catch {

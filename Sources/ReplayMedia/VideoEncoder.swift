@@ -30,9 +30,9 @@ public struct VideoEncoderSettings: Sendable, Equatable {
     public var fullRange = false
     /// For a live stream (a broadcast extension): libx264's `zerolatency` tune, no look-ahead, no
     /// B-frames, each picture split over the threads as slices: a picture leaves the encoder as soon
-    /// as it is encoded, and the encoder holds one picture instead of eight (at 1080p about 40 MB less
-    /// memory, what keeps an upload extension under its limit), for somewhat larger pictures. Above
-    /// 1280x720 also full-pixel motion search only (`subme=0`: no half-pixel planes, 14 MB less at 1080p).
+    /// as it is encoded, and the encoder holds one picture instead of eight (what keeps an upload
+    /// extension under its memory limit), for somewhat larger pictures. Above 1280x720 also
+    /// full-pixel motion search only (`subme=0`: no half-pixel planes). Figures: docs/ENCODER.md.
     public var lowLatency = false
     /// A ceiling in kilobits a second (x264's VBV, over a second's buffer) on top of the constant
     /// rate factor, for a live stream whose link may be slower; nil: none. libx264 (`.x264`)
@@ -127,13 +127,11 @@ package final class VideoEncoder: @unchecked Sendable {
         // cost more CPU to write) while x264 holds few frames: on a still screen the pipeline
         // pushes a change through with repeats, which cost x264 several milliseconds each. Three
         // frames made files no bigger than veryfast's ten. One B-frame without the adaptive
-        // decision, and only where most of the screen changed (`encode`): full-motion files
-        // half the size for less CPU, a desktop's cost unchanged. No scene-cut keyframes:
-        // `encode` places every keyframe, and libx264's search for cuts cost about 7% of full
-        // motion, for files of the same size and quality (docs/ENCODER.md).
-        // No weighted prediction (veryfast's weightp=1): its analysis of every picture cost 7% of a
-        // still screen's picture, for the same size and SSIM on screen content, and a picture that
-        // used it lost the map of unchanged macroblocks (libx264 takes the map only without weights).
+        // decision, and only where most of the screen changed (`encode`). No scene-cut keyframes:
+        // `encode` places every keyframe, and the search for cuts costs CPU for nothing.
+        // No weighted prediction (veryfast's weightp=1): its analysis costs every picture for
+        // nothing on screen content, and libx264 takes the map of unchanged macroblocks only
+        // without weights. Figures: docs/ENCODER.md.
         // Live above 720p: full-pixel motion search only (subme=0). libx264 then keeps no half-pixel
         // planes beside each reference (three more luma planes a picture: 14 MB at 1080p, what brings
         // an upload extension under its memory limit) and spends a third less CPU. At the same
@@ -240,7 +238,7 @@ package final class VideoEncoder: @unchecked Sendable {
 
     /// A picture may become a B-frame only when at least this share of it changed. A B-frame pays
     /// where the whole picture moves (a video, a game); on a desktop most pictures change a little,
-    /// and as B-frames they cost libx264 20-40% more for nothing, so those are forced to be P. The
+    /// and as B-frames they cost libx264 more for nothing (docs/ENCODER.md), so those are forced to be P. The
     /// capture's share counts whole boxes it read (a terminal and a clock far apart make one box
     /// over half the screen), hence three quarters.
     static let bidirectionalShare = 0.75

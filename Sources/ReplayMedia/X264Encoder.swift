@@ -5,73 +5,42 @@ import Logging
 import Glibc
 #endif
 
-/// H.264 straight through libx264's own API, for what libavcodec 5.1 cannot pass: which
-/// macroblocks did not change since the previous picture (`mb_info` with `X264_MBINFO_CONSTANT`),
-/// which the capture knows from the screen's damage. libx264 then skips its analysis there: a
-/// still desktop costs what changes on it. Set up as FFmpeg 5.1's libx264 wrapper sets it up
-/// (`libavcodec/libx264.c`: preset, CRF, keyframe limit, B-frames, colour description, global
-/// headers, Annex B packets with the version SEI before the first), so that its packets and track
-/// are the ones the libavcodec path makes. Owned by one `VideoEncoder`, used from its thread.
+/// H.264 through libx264's own API, for what libavcodec 5.1 cannot pass: the macroblocks that did
+/// not change (`mb_info`, from the screen's damage), which libx264 then skips. Set up as FFmpeg's
+/// libx264 wrapper sets it up, so its packets and track are the libavcodec path's. Owned by one
+/// `VideoEncoder`, used from its thread.
 ///
-/// A recording (not a live stream, no bitrate ceiling) sets libx264 up again at keyframes for
-/// what the pictures since the last one changed (`Activity`): where little changes, a constant
-/// quantiser on one thread spares libx264 the whole-picture work of its rate control and its
-/// frame threads' hand-overs; where part of the screen changes, whole-pixel motion search without
-/// the deblocking filter spares it its half-pixel planes and its filtering. Each set-up is a
-/// libx264 of its own, opened `stitchable`, so that their stream headers are the same bytes and
-/// one track holds them all; a keyframe starts each, so none refers to another's pictures.
+/// A recording sets libx264 up again at keyframes for what the screen did since the last one
+/// (`Activity`); each set-up is opened `stitchable`, so one track holds them all. docs/ENCODER.md
+/// says why each set-up is what it is, and what was measured.
 final class X264Encoder {
     /// What the screen did between two keyframes, and how libx264 is set up for the next ones.
     enum Activity: Equatable, Sendable {
-        /// A video, a game, the whole screen moving: the constant rate factor with its look-ahead
-        /// and macroblock tree, and libx264's frame threads (a picture that changed whole takes one
-        /// core tens of milliseconds).
+        /// A video, a game, the whole screen moving: the rate factor with look-ahead, macroblock
+        /// tree and frame threads.
         case busy
-        /// A desktop in use (text scrolling, windows changing, part of the screen at a time): the
-        /// busy set-up without sub-pixel motion search and without the deblocking filter. Screen
-        /// content moves by whole pixels, and the filter blurs the sharp edges of text that the
-        /// next pictures then predict from; on the desktop content's own pictures about 40% less
-        /// of libx264's work, for a file no larger at a higher SSIM and PSNR (docs/lab-notes/
-        /// 2026-11-28-desktop-set-up.md). Not where what changes
-        /// costs more than `desktopCostLimit` (a video playing in a window moves by fractions of
-        /// a pixel: whole-pixel search made its pictures three times the size).
+        /// A desktop in use: the busy set-up with whole-pixel motion search and no deblocking
+        /// filter (screen content moves by whole pixels; the filter blurs text), while its pictures
+        /// stay under `desktopCostLimit`.
         case desktop
-        /// Little changes (a clock, a spinner, a small video): a constant quantiser (the rate factor
-        /// plus `stillQuantiserOffset`) without look-ahead and without the deblocking filter, on one
-        /// thread: about half of libx264's CPU a picture, for a file no larger at an SSIM no lower
-        /// (docs/lab-notes/2026-11-27-x264-set-ups.md).
+        /// Little changes: a constant quantiser, no look-ahead, no deblocking, one thread.
         case still
     }
 
-    /// The constant quantiser lies this far above the rate factor: on a still desktop with a
-    /// small animation, CRF 23 against QP 26 gave 552 against 527 kB and SSIM 0.99566 against 0.99586.
+    /// The constant quantiser of the still set-up lies this far above the rate factor.
     static let stillQuantiserOffset = 3
-    /// Below this share of macroblocks changed (the pictures' average since the last keyframe),
-    /// the screen is still. Above, the macroblock tree pays: where text scrolls, the rate factor's
-    /// files were half the size of the quantiser's at the same SSIM.
+    /// Below this share of changed macroblocks (averaged since the last keyframe) the screen is still.
     static let stillShare = 0.05
-    /// The first keyframe interval ends after this many pictures where they call for another
-    /// set-up (`wantsEarlyKeyframe`): a recording of a still screen does not wait two seconds for
-    /// what spares libx264 its work, nor one of a video playing in a window for sub-pixel search
-    /// (whose pictures, costly on the desktop set-up, are known once libx264 gives them back).
+    /// The first set-up decision comes after this many pictures (an early keyframe), so that a
+    /// still screen or a playing video does not wait for the first keyframe interval.
     static let firstDecisionPictures = 8
-    /// On the still or desktop set-up, a keyframe comes early when this many pictures in a row
-    /// changed `busyShare` of theirs on average: a video that starts playing is not left to one
-    /// thread (which would not keep up with it), nor without its sub-pixel search and deblocking,
-    /// until the next keyframe.
+    /// On the still or desktop set-up, this many busy pictures in a row bring an early keyframe:
+    /// a video that starts playing is not left on one thread.
     static let busyDecisionPictures = 8
-    /// From this share of macroblocks changed on (the pictures' average since the last keyframe),
-    /// the screen is busy; under it, down to `stillShare`, a desktop in use. Where the whole
-    /// screen moves, sub-pixel search pays (without it full motion's files were 4% larger).
+    /// From this share of changed macroblocks on, the screen is busy.
     static let busyShare = 0.5
-    /// The desktop set-up is kept while its P pictures cost at most this many bytes per changed
-    /// macroblock at CRF 23 (twice as many for every 6 lower), and chosen from the busy one while
-    /// they cost half of it there. The cost is that of the median changed macroblock since the
-    /// last keyframe, each costing what its picture cost per changed macroblock: a picture where
-    /// a few changed counts little (its slice's own bytes are most of it), and a window that opens
-    /// once does not decide for the pictures around it. Where the desktop content scrolls: 0.7 on
-    /// either set-up; a photograph moving by fractions of a pixel in a 640x360 window: 2.9 busy,
-    /// 10.4 on the desktop set-up.
+    /// Bytes per changed macroblock (at CRF 23, doubled for every 6 lower; the median since the
+    /// last keyframe) up to which the desktop set-up is kept; it is chosen from busy at half that.
     static let desktopCostLimit = 3.0
     /// The cost is known once libx264 gave back this many P pictures since the last keyframe.
     static let costPictures = 4
@@ -92,8 +61,8 @@ final class X264Encoder {
     /// Whether this encoder changes its set-up (not for a live stream or under a bitrate ceiling).
     private let adapts: Bool
     /// The set-up libx264 is in. A recording starts as a desktop in use (`Activity.desktop`): what a
-    /// screen recorder mostly sees (starting busy, the change at `firstDecisionPictures` cost a
-    /// keyframe: 5% of a 20 s recording of a desktop); a video or game that fills the screen is busy
+    /// screen recorder mostly sees (starting busy, the change at `firstDecisionPictures` would cost
+    /// a keyframe on most recordings); a video or game that fills the screen is busy
     /// after `busyDecisionPictures`. A live stream and an encoder under a bitrate ceiling stay busy.
     private(set) var activity: Activity
     /// Set when a libx264 set up for another activity gave different stream headers: no other is opened again.
@@ -363,12 +332,12 @@ final class X264Encoder {
             param.analyse.i_subpel_refine = 0
             param.b_deblocking_filter = 0
         case .still:
-            // 11% of libx264's work there; the file no larger, at a higher SSIM of the whole picture.
+            // No deblocking: on a still screen the filter is work for nothing (docs/ENCODER.md).
             param.b_deblocking_filter = 0
             param.rc.i_rc_method = X264_RC_CQP
             param.rc.i_qp_constant = Int32(param.rc.f_rf_constant.rounded()) + Int32(Self.stillQuantiserOffset)
-            // One thread: a picture that changed little takes libx264 a few milliseconds, and its
-            // frame threads' hand-overs cost about 10% more CPU for no picture sooner (4.4-4.8 against 4.8-5.5 ms).
+            // One thread: a picture that changed little takes libx264 a few milliseconds, and frame
+            // threads' hand-overs would cost CPU for no picture sooner.
             param.i_threads = 1
         }
         return param
