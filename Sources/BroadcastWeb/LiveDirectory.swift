@@ -408,9 +408,12 @@ extension LiveDirectory {
         return true
     }
 
-    func isLiveElsewhere(id: String) async -> Bool {
-        guard let cluster else { return false }
-        return (try? await cluster.state.live(broadcastID: id, at: Date().timeIntervalSince1970)) != nil
+    func isLiveElsewhere(id: String) async -> Bool { await liveElsewhere(id: id) != nil }
+
+    /// A broadcast live on another node, as the shared state lists it.
+    func liveElsewhere(id: String) async -> LiveListing? {
+        guard let cluster, let shared = try? await cluster.state.live(broadcastID: id, at: Date().timeIntervalSince1970) else { return nil }
+        return LiveListing(record: shared.record, broadcaster: shared.broadcaster, viewerCount: shared.viewers)
     }
 
     var localViewerCounts: [String: Int] {

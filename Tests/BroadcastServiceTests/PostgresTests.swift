@@ -131,14 +131,19 @@ struct PostgresTests {
         // The broadcaster's extension is connected to node B; a viewer watches on node A.
         let eventsURL = "ws://127.0.0.1:\(nodeB.httpPort)/api/v1/broadcasts/\(id)/events"
         let feedback = WebSocketCollector()
-        async let extensionEvents = WebSocketCollector.collect(url: eventsURL, seconds: 20, headers: ["Authorization": "Bearer \(key)"],
+        async let extensionEvents = WebSocketCollector.collect(url: eventsURL, seconds: 40, headers: ["Authorization": "Bearer \(key)"],
                                                                into: feedback) { c in
             c.texts.contains { $0.contains("from node A") } && c.texts.contains { $0.contains("from node B") }
-                && c.texts.contains { $0.contains("\"like\"") } && c.viewerCounts.contains(1)
+                && c.texts.contains { $0.contains("\"like\"") } && c.viewerCounts.contains(1) && c.texts.contains { $0.contains("\"ended\"") }
         }
         try await feedback.wait { !$0.texts.isEmpty }
         let viewerURL = "ws://127.0.0.1:\(nodeA.httpPort)/b/\(id)/ws"
-        async let viewer = WebSocketCollector.collect(url: viewerURL, seconds: 20) { c in c.texts.contains { $0.contains("hello from node B") } }
+        let watching = WebSocketCollector()
+        async let viewer = WebSocketCollector.collect(url: viewerURL, seconds: 40, into: watching) { c in
+            c.texts.contains { $0.contains("hello from node B") }
+        }
+        // The viewer is in (its first event) before anyone chats.
+        try await watching.wait(timeout: 20) { !$0.texts.isEmpty }
 
         // People signed in on each node chat; one likes on node B.
         let ivan = try ServiceSystemTests.signUp("ivan", service: nodeA, directory: directory)
@@ -150,6 +155,16 @@ struct PostgresTests {
                                  headers: ["X-CSRF-Token": judyCSRF]).status == 204)
         #expect(try judy.request("POST", nodeB.baseURL + "/b/\(id)/like", json: "{}", headers: ["X-CSRF-Token": judyCSRF]).status == 204)
         #expect(try judy.request("POST", nodeB.baseURL + "/b/nosuchbroadcast/like", json: "{}", headers: ["X-CSRF-Token": judyCSRF]).status == 404)
+        let described = ServiceSystemTests.json(try api.request("GET", nodeB.baseURL + "/api/v1/broadcasts/\(id)").body)
+        #expect(described["live"] as? Bool == true, "B describes A's broadcast as live: \(described)")
+        // The viewer on A saw B's line too (A owns the chat and publishes it to its viewers).
+        let watched = try await viewer
+        #expect(watched.texts.contains { $0.contains("hello from node B") },
+                "\(watched.binaryMessages.count) fragments, texts: \(watched.texts.filter { !$0.contains("\"stream\"") }.suffix(6))")
+        try await feedback.wait(timeout: 20) { $0.viewerCounts.contains(1) && $0.texts.contains { $0.contains("\"like\"") } }
+
+        // The publisher stops: the extension on B hears the end, and B no longer lists the broadcast.
+        publisher.stop()
 
         let events = try await extensionEvents.events
         let comments = events.filter { $0["type"] as? String == "comment" }.compactMap { $0["text"] as? String }
@@ -157,12 +172,7 @@ struct PostgresTests {
         #expect(comments.contains("hello from node B"), "a line posted on B reaches the extension on B through A: \(events)")
         #expect(events.contains { $0["type"] as? String == "like" && $0["likes"] as? Int == 1 && $0["user"] as? String == "judy" })
         #expect(events.contains { $0["type"] as? String == "viewers" && $0["viewerCount"] as? Int == 1 }, "A's viewer is counted on B")
-        // The viewer on A saw B's line too (A owns the chat and publishes it to its viewers).
-        let watched = try await viewer
-        #expect(watched.texts.contains { $0.contains("hello from node B") })
-
-        // The publisher stops: B no longer lists it.
-        publisher.stop()
+        #expect(events.last?["type"] as? String == "ended", "the end reaches the extension on B")
         #expect(await nodeA.waitForLog("Broadcast ended"))
         #expect(try ServiceSystemTests.liveBroadcasts(nodeB, session: api).isEmpty)
     }

@@ -166,6 +166,9 @@ struct APIRoutes: Sendable {
         if let live = web.directory.broadcast(id: id) {
             return try WebSupport.json(web.describe(live.listing, request: request, verified: try await web.verifiedApplications([live.record.application.id])))
         }
+        if let live = await web.directory.liveElsewhere(id: id) {
+            return try WebSupport.json(web.describe(live, request: request, verified: try await web.verifiedApplications([live.record.application.id])))
+        }
         guard let record = try await web.store.broadcast(id: id), let user = try await web.store.user(id: record.userID) else {
             throw HTTPError(.notFound, message: "No such broadcast.")
         }
