@@ -176,4 +176,46 @@ struct PostgresTests {
         #expect(await nodeA.waitForLog("Broadcast ended"))
         #expect(try ServiceSystemTests.liveBroadcasts(nodeB, session: api).isEmpty)
     }
+
+    /// PostgreSQL restarted under a live broadcast: the nodes listen again, and chat crosses nodes again.
+    @Test func nodesListenAgainAfterPostgreSQLRestarts() async throws {
+        let directory = try ServiceProcess.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let postgres = try PostgresServer(directory: directory)
+        defer { postgres.stop() }
+        let nodeA = try ServiceProcess(directory: directory, database: postgres.url)
+        defer { nodeA.stop() }
+        let nodeB = try ServiceProcess(directory: directory, database: postgres.url)
+        defer { nodeB.stop() }
+        #expect(try nodeA.admin(["user", "create", "mallory"], stdin: "mallory-password-1\n").status == 0)
+        let key = try nodeA.admin(["key", "create", "mallory"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let publisher = try FFmpegPublisher(url: "\(nodeA.rtmpBase)/\(key)", seconds: 60, directory: directory)
+        defer { publisher.stop() }
+        #expect(await nodeA.waitForLog("Broadcast live", timeout: 15))
+        let api = CurlSession(directory: directory)
+        let id = try #require(ServiceSystemTests.liveBroadcasts(nodeB, session: api).first?["id"] as? String)
+        let niaj = try ServiceSystemTests.signUp("niaj", service: nodeA, directory: directory)
+
+        try postgres.restart()
+        // Each node listens again (the second "Listening" line of its log).
+        for node in [nodeA, nodeB] {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while node.log.components(separatedBy: "Listening for cluster events").count < 3, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(node.log.components(separatedBy: "Listening for cluster events").count >= 3, "listening again after the restart")
+        }
+        let feedback = WebSocketCollector()
+        let eventsURL = "ws://127.0.0.1:\(nodeB.httpPort)/api/v1/broadcasts/\(id)/events"
+        async let extensionEvents = WebSocketCollector.collect(url: eventsURL, seconds: 30,
+                                                               headers: ["Authorization": "Bearer \(key)"], into: feedback) { c in
+            c.texts.contains { $0.contains("after the restart") }
+        }
+        try await feedback.wait(timeout: 20) { !$0.texts.isEmpty }
+        #expect(try niaj.request("POST", nodeA.baseURL + "/b/\(id)/chat", json: #"{"text": "after the restart"}"#,
+                                 headers: ["X-CSRF-Token": try #require(niaj.csrf)]).status == 204)
+        let events = try await extensionEvents.events
+        #expect(events.contains { $0["text"] as? String == "after the restart" }, "\(events)")
+        #expect(try ServiceSystemTests.liveBroadcasts(nodeB, session: api).first?["id"] as? String == id, "the heartbeat kept the broadcast listed")
+    }
 }

@@ -9,7 +9,7 @@ final class PostgresServer {
             && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && getpwnam("postgres") != nil
     }
 
-    let process: BackgroundProcess
+    private(set) var process: BackgroundProcess
     let dataDirectory: URL
     let port: Int
     var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
@@ -26,8 +26,17 @@ final class PostgresServer {
                                                                         "--no-sync"], timeout: 120)
         guard initdb.status == 0 else { throw TestFailure("initdb failed: \(initdb.stderr)") }
         port = Int.random(in: 20000...40000)
-        process = try BackgroundProcess("/usr/bin/setpriv", arguments: asPostgres + [Self.bin + "/postgres", "-D", dataDirectory.path, "-p", "\(port)",
-                                                                                    "-h", "127.0.0.1", "-k", dataDirectory.path, "-c", "fsync=off"])
+        process = try Self.start(dataDirectory: dataDirectory, port: port)
+        try waitUntilReady()
+    }
+
+    private static func start(dataDirectory: URL, port: Int) throws -> BackgroundProcess {
+        try BackgroundProcess("/usr/bin/setpriv", arguments: ["--reuid=postgres", "--regid=postgres", "--init-groups", "--",
+                                                             bin + "/postgres", "-D", dataDirectory.path, "-p", "\(port)",
+                                                             "-h", "127.0.0.1", "-k", dataDirectory.path, "-c", "fsync=off"])
+    }
+
+    private func waitUntilReady() throws {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if try Command.run("/usr/bin/pg_isready", ["-h", "127.0.0.1", "-p", "\(port)"]).status == 0 { return }
@@ -36,6 +45,13 @@ final class PostgresServer {
         }
         stop()
         throw TestFailure("PostgreSQL did not start")
+    }
+
+    /// Stops the server (every client's connection is cut) and starts it again on the same port and data.
+    func restart() throws {
+        stop()
+        process = try Self.start(dataDirectory: dataDirectory, port: port)
+        try waitUntilReady()
     }
 
     /// Fast shutdown (SIGINT), then SIGKILL.
