@@ -132,14 +132,14 @@ public final class VTCompressionSession: Sendable {
             case kVTCompressionPropertyKey_AverageBitRate:
                 guard let bits = Self.number(value), bits >= 0 else { return kVTParameterErr }
                 state.settings.averageBitRate = bits > 0 ? Int(bits) : nil
-                _ = state.encoder?.compressor.reconfigure(averageBitRate: state.settings.averageBitRate, dataRateLimit: nil)
+                reconfigure(state.encoder, averageBitRate: state.settings.averageBitRate, dataRateLimit: nil)
             case kVTCompressionPropertyKey_DataRateLimits:
                 // Pairs of bytes and seconds; the first pair is kept.
                 guard let pair = Self.numbers(value), pair.count >= 2, pair.count % 2 == 0, pair[0] > 0, pair[1] > 0 else {
                     return kVTParameterErr
                 }
                 state.settings.dataRateLimit = (Int(pair[0]), pair[1])
-                _ = state.encoder?.compressor.reconfigure(averageBitRate: nil, dataRateLimit: state.settings.dataRateLimit)
+                reconfigure(state.encoder, averageBitRate: nil, dataRateLimit: state.settings.dataRateLimit)
             case kVTCompressionPropertyKey_MaxKeyFrameInterval:
                 guard let frames = Self.number(value), frames >= 0 else { return kVTParameterErr }
                 state.settings.maximumKeyframeInterval = frames > 0 ? Int(frames) : nil
@@ -158,6 +158,20 @@ public final class VTCompressionSession: Sendable {
             }
             return noErr
         }
+    }
+
+    /// A running encoder's new bitrate, applied on the queue between two pictures (libx264 is used there only).
+    private func reconfigure(_ encoder: EncoderBox?, averageBitRate: Int?, dataRateLimit: (bytes: Int, seconds: Double)?) {
+        guard let encoder else { return }
+        let limit = dataRateLimit.map { DataRateLimit(bytes: $0.bytes, seconds: $0.seconds) }
+        queue.async {
+            _ = encoder.compressor.reconfigure(averageBitRate: averageBitRate, dataRateLimit: limit.map { ($0.bytes, $0.seconds) })
+        }
+    }
+
+    private struct DataRateLimit: Sendable {
+        let bytes: Int
+        let seconds: Double
     }
 
     /// "H264_Main_4_1" → (main, 41); "H264_High_AutoLevel" → (high, nil).
@@ -244,11 +258,13 @@ public final class VTCompressionSession: Sendable {
         }
         guard status == noErr else { return status }
         let forceKeyframe = Self.bool(properties?[kVTEncodeFrameOptionKey_ForceKeyFrame]) ?? false
-        places.wait()
+        // From an output (on the queue itself) it cannot wait for the queue to make a place.
+        let holdsPlace = DispatchQueue.getSpecific(key: Self.onQueue) != true
+        if holdsPlace { places.wait() }
         infoFlagsOut?.pointee = .asynchronous
         let job = EncodeJob(pixels: pixels, pts: pts, duration: duration, forceKeyframe: forceKeyframe, output: output)
         queue.async { [self] in
-            defer { places.signal() }
+            defer { if holdsPlace { places.signal() } }
             run(job)
         }
         return noErr

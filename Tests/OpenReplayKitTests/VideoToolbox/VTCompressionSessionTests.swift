@@ -233,6 +233,39 @@ struct VTCompressionSessionTests {
         #expect(sets.sets[0][1] == 66)
     }
 
+    /// A live stream adapting to its link changes the bitrate of a running session; an output that
+    /// encodes the next picture itself (on the session's queue) does not wait for itself.
+    @Test func runningSessionTakesNewBitrateAndOutputsMayEncode() throws {
+        let session = Self.makeSession()
+        #expect(VTSessionSetProperty(session, key: kVTCompressionPropertyKey_AverageBitRate, value: NSNumber(value: 600_000)) == noErr)
+        let collector = Collector()
+        let format = kCVPixelFormatType_420YpCbCr8BiPlanarFullRange
+        let second = Self.picture(1, format: format)
+        #expect(VTCompressionSessionEncodeFrame(session, imageBuffer: Self.picture(0, format: format), presentationTimeStamp: CMTime(value: 0, timescale: 30),
+                                                duration: .invalid, frameProperties: nil, infoFlagsOut: nil) { status, _, sample in
+            collector.samples.withLock { $0.append((status, sample, 0)) }
+            VTCompressionSessionEncodeFrame(session, imageBuffer: second, presentationTimeStamp: CMTime(value: 1, timescale: 30),
+                                            duration: .invalid, frameProperties: nil, infoFlagsOut: nil) { status, _, sample in
+                collector.samples.withLock { $0.append((status, sample, 1)) }
+            }
+        } == noErr)
+        #expect(VTCompressionSessionCompleteFrames(session, untilPresentationTimeStamp: .invalid) == noErr)
+        #expect(VTSessionSetProperty(session, key: kVTCompressionPropertyKey_AverageBitRate, value: NSNumber(value: 200_000)) == noErr)
+        #expect(VTSessionSetProperty(session, key: kVTCompressionPropertyKey_DataRateLimits, value: [30_000, 1] as CFArray) == noErr)
+        for index in 2..<8 {
+            #expect(VTCompressionSessionEncodeFrame(session, imageBuffer: Self.picture(index, format: format),
+                                                    presentationTimeStamp: CMTime(value: Int64(index), timescale: 30), duration: .invalid,
+                                                    frameProperties: nil, infoFlagsOut: nil) { status, _, sample in
+                collector.samples.withLock { $0.append((status, sample, index)) }
+            } == noErr)
+        }
+        #expect(VTCompressionSessionCompleteFrames(session, untilPresentationTimeStamp: .invalid) == noErr)
+        VTCompressionSessionInvalidate(session)
+        let outputs = collector.all
+        #expect(outputs.map(\.refcon) == Array(0..<8))
+        #expect(outputs.allSatisfy { $0.status == noErr && $0.sample != nil })
+    }
+
     @Test func badInputGivesApplesStatuses() throws {
         var made: VTCompressionSession?
         #expect(VTCompressionSessionCreate(allocator: nil, width: 320, height: 240, codecType: kCMVideoCodecType_HEVC, encoderSpecification: nil,
