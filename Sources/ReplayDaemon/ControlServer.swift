@@ -33,6 +33,11 @@ package struct ControlServer: Service {
         package var extensionMemoryMegabytes: Int
         /// Where to say "listening" once the socket answers (the launcher's pipe); closed then.
         package var readyDescriptor: Int32?
+        /// A client that has not said hello by then is closed: a connection held open without a
+        /// word holds replayd's memory and a slot of its own.
+        package var helloTimeout: Duration = .seconds(10)
+        /// Connections open at once, at most; more are told so and closed.
+        package var maximumConnections = 256
 
         package init(paths: ControlPaths, idleExit: Duration?, software: String, statusInterval: Duration = .milliseconds(500),
                      consentPrompt: ConsentPrompt = .systemWindow, servicePicker: ServicePicker = .systemWindow,
@@ -64,6 +69,8 @@ package struct ControlServer: Service {
     private let router: ControlRouter
     /// Every background task of the sessions: run and shut down by `run()` (internal for its tests).
     let tasks = TaskOwner()
+    /// Connections being served now (`maximumConnections`).
+    private let openConnections = OpenConnections()
 
     package init(configuration: Configuration, logger: Logger) {
         self.configuration = configuration
@@ -186,7 +193,27 @@ package struct ControlServer: Service {
 
     // MARK: one connection
 
-    private enum Side { case reader, writer }
+    private enum Side { case reader, writer, helloClock }
+
+    /// How many connections are open, and whether one has said hello: read by its clock.
+    private final class OpenConnections: Sendable {
+        private let count = Mutex(0)
+        /// Counts one more; false (and not counted) when `limit` are open already.
+        func open(limit: Int) -> Bool {
+            count.withLock { count in
+                guard count < limit else { return false }
+                count += 1
+                return true
+            }
+        }
+        func close() { count.withLock { $0 -= 1 } }
+    }
+
+    private final class Greeting: Sendable {
+        private let said = Mutex(false)
+        var isDone: Bool { said.withLock { $0 } }
+        func done() { said.withLock { $0 = true } }
+    }
 
     private struct Connection: Sendable {
         var peer: PeerCredentials
@@ -207,7 +234,13 @@ package struct ControlServer: Service {
         continuation.yield(hello)
 
         var connectionID: UInt64?
-        if peer.uid != getuid() {
+        let counted = openConnections.open(limit: configuration.maximumConnections)
+        defer { if counted { openConnections.close() } }
+        if !counted {
+            logger.warning("refused a connection: \(configuration.maximumConnections) are open")
+            continuation.yield(Self.goodbye(ReplayError(.badRequest, "replayd has \(configuration.maximumConnections) connections open, its most: a program is holding them. Close it, then try again.")))
+            continuation.finish()
+        } else if peer.uid != getuid() {
             logger.warning("refused a connection from another user", metadata: ["peer-uid": "\(peer.uid)"])
             continuation.yield(Self.goodbye(ReplayError(.permissionDenied, "replayd of uid \(getuid()) serves only its own user; you are uid \(peer.uid). Run your own replayd (`replay` starts it).")))
             continuation.finish()
@@ -219,6 +252,8 @@ package struct ControlServer: Service {
             continuation.finish()
         }
 
+        let greeting = Greeting()
+        let helloTimeout = configuration.helloTimeout
         do {
             try await channel.executeThenClose { inbound, outbound in
                 await withTaskGroup(of: Side.self) { group in
@@ -230,14 +265,25 @@ package struct ControlServer: Service {
                     }
                     if let connectionID {
                         group.addTask {
-                            await self.read(inbound, connection: connectionID, peer: peer, outbox: continuation, logger: logger)
+                            await self.read(inbound, connection: connectionID, peer: peer, greeting: greeting, outbox: continuation, logger: logger)
                             continuation.finish()
                             return .reader
                         }
+                        group.addTask {
+                            try? await Task.sleep(for: helloTimeout)
+                            if !Task.isCancelled && !greeting.isDone {
+                                logger.notice("closing a connection that said no hello within \(helloTimeout)")
+                                continuation.yield(Self.goodbye(ReplayError(.badRequest, "no hello within \(helloTimeout): see docs/PROTOCOL.md.")))
+                                continuation.finish()
+                            }
+                            return .helloClock
+                        }
                     }
-                    // The writer ending first (replayd closing, or a broken pipe) ends the reader;
-                    // the reader ending first lets the writer drain what is queued.
-                    if await group.next() == .writer { group.cancelAll() }
+                    // The writer ending (replayd closing, a broken pipe, or the reader's end once
+                    // what was queued is written) ends the others.
+                    while let side = await group.next() {
+                        if side == .writer { group.cancelAll() }
+                    }
                 }
             }
         } catch {
@@ -251,7 +297,7 @@ package struct ControlServer: Service {
 
     /// Answers the requests of one connection, in order.
     private func read(_ inbound: NIOAsyncChannelInboundStream<ControlMessage>, connection: UInt64, peer: PeerCredentials,
-                      outbox: AsyncStream<ControlMessage>.Continuation, logger: Logger) async {
+                      greeting: Greeting, outbox: AsyncStream<ControlMessage>.Continuation, logger: Logger) async {
         var greeted = false
         var received = false
         do {
@@ -265,6 +311,7 @@ package struct ControlServer: Service {
                         return
                     }
                     greeted = true
+                    greeting.done()
                 case .request(let id, let request):
                     guard greeted else {
                         outbox.yield(Self.goodbye(ReplayError(.badRequest, "a request came before the hello: see docs/PROTOCOL.md.")))

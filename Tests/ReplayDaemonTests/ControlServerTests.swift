@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import Logging
 import ServiceLifecycle
-import ReplayIPC
+@testable import ReplayIPC
 import ReplaySystem
 @testable import ReplayDaemon
 
@@ -19,6 +19,7 @@ struct ControlServerTests {
     /// Runs a ControlServer in a ServiceGroup, calls `body` once it listens, then shuts it down
     /// gracefully and checks that it cleaned up.
     static func withServer(idleExit: Duration? = nil, paths: ControlPaths? = nil, consent: ConsentPrompt = .systemWindow,
+                           configure: (inout ControlServer.Configuration) -> Void = { _ in },
                            _ body: @Sendable (ControlPaths) async throws -> Void) async throws {
         let paths = try paths ?? temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: paths.directory) }
@@ -29,6 +30,7 @@ struct ControlServerTests {
         defer { close(ready[0]) }
         var configuration = ControlServer.Configuration(paths: paths, idleExit: idleExit, software: "replayd test", consentPrompt: consent)
         configuration.readyDescriptor = ready[1]
+        configure(&configuration)
         let server = ControlServer(configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger))
@@ -51,6 +53,54 @@ struct ControlServerTests {
             try await tasks.waitForAll()
         }
         #expect(!FileManager.default.fileExists(atPath: paths.socket), "the socket is removed at exit")
+    }
+
+    /// A raw connection to `socket` (no hello sent), and everything replayd writes on it until it
+    /// closes it (or `seconds` pass), read off the pool.
+    static func rawConnection(_ socket: String) -> Int32 {
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        _ = UnixAddress.with(socket) { connect(fd, $0, $1) }
+        return fd
+    }
+
+    static func readUntilClosed(_ fd: Int32, seconds: Int32) async -> (text: String, closed: Bool) {
+        await DedicatedThread.run(named: "test-read") { () -> (text: String, closed: Bool) in
+            defer { close(fd) }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while poll(&descriptor, 1, seconds * 1000) > 0 {
+                let count = read(fd, &buffer, buffer.count)
+                if count <= 0 { return (String(decoding: bytes, as: UTF8.self), true) }
+                bytes += buffer[0..<count]
+            }
+            return (String(decoding: bytes, as: UTF8.self), false)
+        }
+    }
+
+    /// Issue 29: connections held open without a word, or by the hundred, cost replayd. A client that
+    /// says no hello is closed after `helloTimeout`, with a goodbye saying why; past
+    /// `maximumConnections` a new one is told so and closed at once.
+    @Test func silentClientsAreClosedAndConnectionsAreCounted() async throws {
+        try await Self.withServer(configure: { $0.helloTimeout = .seconds(2); $0.maximumConnections = 3 }) { paths in
+            // withServer's own probe of the socket gone first: then three clients that say nothing.
+            try await Task.sleep(for: .milliseconds(300))
+            let silent = (0..<3).map { _ in Self.rawConnection(paths.socket) }
+            try await Task.sleep(for: .milliseconds(300))
+            let fourth = await Self.readUntilClosed(Self.rawConnection(paths.socket), seconds: 5)
+            #expect(fourth.closed && fourth.text.contains("replayd has 3 connections open, its most"), "\(fourth)")
+            for fd in silent {
+                let answer = await Self.readUntilClosed(fd, seconds: 5)
+                #expect(answer.closed && answer.text.contains("no hello within 2.0 seconds"), "\(answer)")
+            }
+            // Once they are gone, a client that says hello is served as ever.
+            let daemon = try await ControlConnection.withConnection(socketPath: paths.socket, software: "test") { (connection: ControlConnection) async throws -> Int32 in
+                let status = try await connection.request(.status).status
+                #expect(status == nil, "idle")
+                return connection.daemon.pid
+            }
+            #expect(daemon == getpid())
+        }
     }
 
     @Test func helloStatusAndStopWhenIdle() async throws {
