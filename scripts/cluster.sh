@@ -10,8 +10,8 @@
 #
 # Environment: ORK_BIN_DIR (where broadcast-service is; default .build/debug, then .build/release),
 # ORK_CLUSTER_DIR (state folder; default /tmp/ork-cluster-UID), ORK_CLUSTER_HTTP_PORT (8080), ORK_CLUSTER_RTMP_PORT
-# (1935), ORK_CLUSTER_PG_PORT (15432). The nodes listen on 127.0.0.1:18081-18083 (HTTP) and
-# 127.0.0.1:19351-19353 (RTMP). Needs postgresql (15) and haproxy (scripts/bootstrap.sh).
+# (1935), ORK_CLUSTER_PG_PORT (15432), ORK_CLUSTER_NODE_HTTP_BASE / _RTMP_BASE (18080 / 19350: the nodes
+# listen on 127.0.0.1:18081-18083 for HTTP and 127.0.0.1:19351-19353 for RTMP). Needs postgresql (15) and haproxy (scripts/bootstrap.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # Under /tmp by default: PostgreSQL, run as its own user when this script runs as root, must reach it.
@@ -19,6 +19,9 @@ DIR=${ORK_CLUSTER_DIR:-${TMPDIR:-/tmp}/ork-cluster-$(id -u)}
 HTTP_PORT=${ORK_CLUSTER_HTTP_PORT:-8080}
 RTMP_PORT=${ORK_CLUSTER_RTMP_PORT:-1935}
 PG_PORT=${ORK_CLUSTER_PG_PORT:-15432}
+# Node n listens on NODE_HTTP_BASE + n and NODE_RTMP_BASE + n.
+NODE_HTTP_BASE=${ORK_CLUSTER_NODE_HTTP_BASE:-18080}
+NODE_RTMP_BASE=${ORK_CLUSTER_NODE_RTMP_BASE:-19350}
 PG_BIN=/usr/lib/postgresql/15/bin
 NODES=(1 2 3)
 DATABASE="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
@@ -60,11 +63,11 @@ start_postgres() {
 start_node() {
   local n=$1 bin=$2 pidfile="$DIR/node$1.pid" out="$DIR/node$1.out"
   if running "$pidfile"; then return; fi
-  say "node $n: http 127.0.0.1:$((18080 + n)), rtmp 127.0.0.1:$((19350 + n))"
+  say "node $n: http 127.0.0.1:$((NODE_HTTP_BASE + n)), rtmp 127.0.0.1:$((NODE_RTMP_BASE + n))"
   : >"$out"
   # --behind-https is not given: HAProxy here speaks plain HTTP. Client addresses are HAProxy's, so
   # the per-address connection limit is off.
-  nohup "$bin" --host 127.0.0.1 --port $((18080 + n)) --rtmp-port $((19350 + n)) --database "$DATABASE" \
+  nohup "$bin" --host 127.0.0.1 --port $((NODE_HTTP_BASE + n)) --rtmp-port $((NODE_RTMP_BASE + n)) --database "$DATABASE" \
     --signing-key-file "$DIR/signing-keys" --max-connections-per-address 0 >"$out" 2>"$DIR/node$n.log" </dev/null &
   echo $! >"$pidfile"
 }
@@ -112,13 +115,13 @@ backend hls
     retry-on 404 conn-failure empty-response
     retries 2
     option redispatch 1
-$(for n in "${NODES[@]}"; do echo "    server node$n 127.0.0.1:$((18080 + n)) check inter 1s fall 2 rise 1"; done)
+$(for n in "${NODES[@]}"; do echo "    server node$n 127.0.0.1:$((NODE_HTTP_BASE + n)) check inter 1s fall 2 rise 1"; done)
 
 backend nodes
     mode http
     balance roundrobin
     option httpchk GET /healthz
-$(for n in "${NODES[@]}"; do echo "    server node$n 127.0.0.1:$((18080 + n)) check inter 1s fall 2 rise 1"; done)
+$(for n in "${NODES[@]}"; do echo "    server node$n 127.0.0.1:$((NODE_HTTP_BASE + n)) check inter 1s fall 2 rise 1"; done)
 
 frontend rtmp
     mode tcp
@@ -128,7 +131,7 @@ frontend rtmp
 backend ingest
     mode tcp
     balance leastconn
-$(for n in "${NODES[@]}"; do echo "    server node$n 127.0.0.1:$((19350 + n)) check inter 1s fall 2 rise 1"; done)
+$(for n in "${NODES[@]}"; do echo "    server node$n 127.0.0.1:$((NODE_RTMP_BASE + n)) check inter 1s fall 2 rise 1"; done)
 EOF
 }
 
