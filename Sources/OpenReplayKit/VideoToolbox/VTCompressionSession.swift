@@ -83,6 +83,8 @@ public final class VTCompressionSession: Sendable {
     let width: Int
     let height: Int
     private let callback: VTCompressionOutputCallback?
+    /// The pictures' range as the image buffer attributes' pixel format says it, nil when they do not.
+    private let attributesFullRange: Bool?
     private let refcon: SendableRawPointer
     /// Encoding runs here, one picture after another, and outputs are called from here.
     private let queue = DispatchQueue(label: "org.openreplaykit.vtcompressionsession")
@@ -103,9 +105,11 @@ public final class VTCompressionSession: Sendable {
         var encoder: EncoderBox?
     }
 
-    init(width: Int, height: Int, callback: VTCompressionOutputCallback?, refcon: UnsafeMutableRawPointer?) {
+    init(width: Int, height: Int, callback: VTCompressionOutputCallback?, refcon: UnsafeMutableRawPointer?,
+         pixelFormat: OSType?) {
         self.width = width
         self.height = height
+        attributesFullRange = pixelFormat.map(Self.isFullRange)
         self.callback = callback
         self.refcon = SendableRawPointer(refcon)
         state = Mutex(State(settings: H264CompressorSettings(width: width, height: height)))
@@ -216,8 +220,14 @@ public final class VTCompressionSession: Sendable {
     func prepare() -> OSStatus {
         state.withLock { state in
             guard !state.invalidated else { return kVTInvalidSessionErr }
-            return Self.open(&state, fullRange: true)
+            // Before any picture: the range the attributes say, else the capture's ('420f').
+            return Self.open(&state, fullRange: attributesFullRange ?? true)
         }
+    }
+
+    /// '420f' is full range; '420v' video range, and BGRA is converted to it.
+    static func isFullRange(_ format: OSType) -> Bool {
+        format != kCVPixelFormatType_420YpCbCr8BiPlanarVideoRange && format != kCVPixelFormatType_32BGRA
     }
 
     private static func open(_ state: inout State, fullRange: Bool) -> OSStatus {
@@ -253,8 +263,7 @@ public final class VTCompressionSession: Sendable {
                   [kCVPixelFormatType_420YpCbCr8BiPlanarFullRange, kCVPixelFormatType_420YpCbCr8BiPlanarVideoRange,
                    kCVPixelFormatType_32BGRA].contains(format) else { return kVTPixelTransferNotSupportedErr }
             // Not prepared: the first frame prepares, as on Apple's; its range sets the stream's.
-            return Self.open(&state, fullRange: format != kCVPixelFormatType_420YpCbCr8BiPlanarVideoRange
-                                                && format != kCVPixelFormatType_32BGRA)
+            return Self.open(&state, fullRange: Self.isFullRange(format))
         }
         guard status == noErr else { return status }
         let forceKeyframe = Self.bool(properties?[kVTEncodeFrameOptionKey_ForceKeyFrame]) ?? false
@@ -386,8 +395,9 @@ final class EncoderBox: @unchecked Sendable {
 }
 
 /// Creates a session for `width`×`height` H.264 (`kCMVideoCodecType_H264`; another codec:
-/// `kVTCouldNotFindVideoEncoderErr`; a size not above 0, or odd: `kVTParameterErr`). The encoder
-/// specification, image buffer attributes and allocators are accepted and not read. Samples go to
+/// `kVTCouldNotFindVideoEncoderErr`; a size not above 0, or odd: `kVTParameterErr`). Of the image
+/// buffer attributes only `kCVPixelBufferPixelFormatTypeKey` is read (the stream's range, when the
+/// session is prepared before its first picture); the encoder specification and allocators are not. Samples go to
 /// `outputCallback` with `outputCallbackRefCon`, or to each frame's `outputHandler`.
 @discardableResult
 public func VTCompressionSessionCreate(
@@ -398,8 +408,9 @@ public func VTCompressionSessionCreate(
 ) -> OSStatus {
     guard codecType == kCMVideoCodecType_H264 else { return kVTCouldNotFindVideoEncoderErr }
     guard width > 0, height > 0, width % 2 == 0, height % 2 == 0 else { return kVTParameterErr }
+    let format = (sourceImageBufferAttributes?[kCVPixelBufferPixelFormatTypeKey] as? NSNumber)?.uint32Value
     compressionSessionOut.pointee = VTCompressionSession(width: Int(width), height: Int(height), callback: outputCallback,
-                                                         refcon: outputCallbackRefCon)
+                                                         refcon: outputCallbackRefCon, pixelFormat: format)
     return noErr
 }
 

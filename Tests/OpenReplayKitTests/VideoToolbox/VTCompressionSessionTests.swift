@@ -50,13 +50,19 @@ struct VTCompressionSessionTests {
     /// The colour (R, G, B) of pixel `x`, `y` of picture `index`.
     static func expectedColour(x: Int, y: Int, index: Int, format: OSType) -> (Int, Int, Int) {
         let ramp = (x + 4 * index) & 255
-        return format == kCVPixelFormatType_32BGRA ? (200, y, ramp) : (ramp, ramp, ramp)
+        switch format {
+        case kCVPixelFormatType_32BGRA: return (200, y, ramp)
+        case kCVPixelFormatType_420YpCbCr8BiPlanarVideoRange:
+            let level = min(255, max(0, (ramp - 16) * 255 / 219))
+            return (level, level, level)
+        default: return (ramp, ramp, ramp)
+        }
     }
 
-    static func makeSession(width: Int = width, height: Int = height) -> VTCompressionSession {
+    static func makeSession(width: Int = width, height: Int = height, attributes: CFDictionary? = nil) -> VTCompressionSession {
         var session: VTCompressionSession?
         let status = VTCompressionSessionCreate(allocator: nil, width: Int32(width), height: Int32(height), codecType: kCMVideoCodecType_H264,
-                                                encoderSpecification: nil, imageBufferAttributes: nil, compressedDataAllocator: nil,
+                                                encoderSpecification: nil, imageBufferAttributes: attributes, compressedDataAllocator: nil,
                                                 outputCallback: nil, refcon: nil, compressionSessionOut: &session)
         #expect(status == noErr)
         return session!
@@ -110,9 +116,12 @@ struct VTCompressionSessionTests {
         var all: [(status: OSStatus, sample: CMSampleBuffer?, refcon: Int)] { samples.withLock { $0 } }
     }
 
-    @Test(arguments: [kCVPixelFormatType_420YpCbCr8BiPlanarFullRange, kCVPixelFormatType_32BGRA])
+    /// Prepared before the first picture: the stream's range is the one the attributes' pixel format says.
+    @Test(arguments: [kCVPixelFormatType_420YpCbCr8BiPlanarFullRange, kCVPixelFormatType_420YpCbCr8BiPlanarVideoRange, kCVPixelFormatType_32BGRA])
     func encodedPicturesDecodeBack(format: OSType) async throws {
-        let session = Self.makeSession()
+        let attributes: [String: Any] = [kCVPixelBufferPixelFormatTypeKey as String: NSNumber(value: format),
+                                         kCVPixelBufferWidthKey as String: Self.width, kCVPixelBufferHeightKey as String: Self.height]
+        let session = Self.makeSession(attributes: attributes as CFDictionary)
         #expect(VTSessionSetProperty(session, key: kVTCompressionPropertyKey_RealTime, value: kCFBooleanTrue) == noErr)
         #expect(VTSessionSetProperty(session, key: kVTCompressionPropertyKey_ProfileLevel, value: kVTProfileLevel_H264_Main_AutoLevel) == noErr)
         #expect(VTSessionSetProperty(session, key: kVTCompressionPropertyKey_ExpectedFrameRate, value: 30 as CFNumber) == noErr)
