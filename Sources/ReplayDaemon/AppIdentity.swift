@@ -15,20 +15,49 @@ package struct AppIdentity: Sendable, Equatable {
     /// What a broadcast's annotation calls it (`RPApplicationInfoBundleIdentifierKey`): its desktop
     /// entry's file name without `.desktop` (`org.gnome.Calculator`), else the executable's name.
     package var identifier: String
+    /// For an interpreter (python3, perl, node, a shell…), the script it runs (an absolute path):
+    /// each script is an app of its own, not every Python program one.
+    package var script: String?
 
-    package init(executable: String, name: String, iconPath: String?, identifier: String? = nil) {
+    package init(executable: String, name: String, iconPath: String?, identifier: String? = nil, script: String? = nil) {
         self.executable = executable
         self.name = name
         self.iconPath = iconPath
-        self.identifier = identifier ?? (executable as NSString).lastPathComponent
+        self.script = script
+        self.identifier = identifier ?? ((script ?? executable) as NSString).lastPathComponent
     }
+
+    /// What the person's answer is remembered for: the executable, and the script it runs.
+    package var consentKey: String { script.map { "\(executable) \($0)" } ?? executable }
 
     /// The identity of `pid`, or nil when the process is gone.
     package static func of(pid: Int32, environment: [String: String] = ProcessInfo.processInfo.environment) -> AppIdentity? {
         guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else { return nil }
         // A program replaced while running reads "… (deleted)": the path is still what ran.
         let path = executable.hasSuffix(" (deleted)") ? String(executable.dropLast(10)) : executable
-        return identify(executable: path, dataDirectories: dataDirectories(environment))
+        let script = isInterpreter(path) ? self.script(of: pid) : nil
+        return identify(executable: path, script: script, dataDirectories: dataDirectories(environment))
+    }
+
+    /// Programs that run a script named on their command line.
+    static func isInterpreter(_ executable: String) -> Bool {
+        let name = (executable as NSString).lastPathComponent
+        let interpreters = ["python", "perl", "ruby", "node", "nodejs", "gjs", "lua", "php", "bash", "sh", "dash", "zsh", "tclsh", "wish"]
+        return interpreters.contains { name == $0 || (name.hasPrefix($0) && name.dropFirst($0.count).allSatisfy { $0.isNumber || $0 == "." }) }
+    }
+
+    /// The script an interpreter runs: its first argument that is not an option and names a file
+    /// (relative to the process's folder when not absolute). `python3 -m module` runs no file: nil.
+    static func script(of pid: Int32) -> String? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        let arguments = data.split(separator: 0, omittingEmptySubsequences: false).dropFirst().map { String(decoding: $0, as: UTF8.self) }
+        guard let first = arguments.first(where: { !$0.hasPrefix("-") && !$0.isEmpty }) else { return nil }
+        if arguments.prefix(while: { $0 != first }).contains(where: { $0 == "-m" || $0 == "-c" || $0 == "-e" }) { return nil }
+        let cwd = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")) ?? "/"
+        let path = first.hasPrefix("/") ? first : (cwd as NSString).appendingPathComponent(first)
+        let standard = (path as NSString).standardizingPath
+        var info = stat()
+        return stat(standard, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? standard : nil
     }
 
     /// `$XDG_DATA_HOME` (default `~/.local/share`), then `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`).
@@ -40,21 +69,23 @@ package struct AppIdentity: Sendable, Equatable {
         return (home.map { [$0] } ?? []) + system
     }
 
-    /// Finds the desktop entry of `executable` in `dataDirectories`' `applications/` folders.
-    package static func identify(executable: String, dataDirectories: [String]) -> AppIdentity {
-        let base = (executable as NSString).lastPathComponent
+    /// Finds the desktop entry of `executable` (of `script`, for an interpreter) in
+    /// `dataDirectories`' `applications/` folders.
+    package static func identify(executable: String, script: String? = nil, dataDirectories: [String]) -> AppIdentity {
+        let program = script ?? executable
+        let base = (program as NSString).lastPathComponent
         for directory in dataDirectories {
             let applications = directory + "/applications"
             guard let files = try? FileManager.default.contentsOfDirectory(atPath: applications) else { continue }
             for file in files.sorted() where file.hasSuffix(".desktop") {
                 guard let text = try? String(contentsOfFile: applications + "/" + file, encoding: .utf8),
-                      let entry = DesktopEntry(text), entry.runs(executable: executable) else { continue }
+                      let entry = DesktopEntry(text), entry.runs(executable: program) || (script != nil && entry.runs(script: script!)) else { continue }
                 return AppIdentity(executable: executable, name: entry.name ?? base,
                                    iconPath: entry.icon.flatMap { iconFile($0, dataDirectories: dataDirectories) },
-                                   identifier: String(file.dropLast(".desktop".count)))
+                                   identifier: String(file.dropLast(".desktop".count)), script: script)
             }
         }
-        return AppIdentity(executable: executable, name: base, iconPath: nil)
+        return AppIdentity(executable: executable, name: base, iconPath: nil, script: script)
     }
 
     /// An icon name's file: an absolute path as is, else the largest hicolor PNG, else pixmaps.
@@ -125,6 +156,12 @@ package struct DesktopEntry: Sendable, Equatable {
             if program.contains("/"), (program as NSString).resolvingSymlinksInPath == executable { return true }
         }
         return false
+    }
+
+    /// True when `Exec` runs `script` through an interpreter (`python3 /opt/app/main.py`).
+    package func runs(script: String) -> Bool {
+        guard let exec else { return false }
+        return Self.words(exec).dropFirst().contains { $0 == script }
     }
 
     private static func words(_ text: String) -> [String] {

@@ -359,8 +359,8 @@ extension RecordingSessions {
 
     /// The person's answer for `identity`: remembered, else asked (one prompt per app at a time).
     func askConsent(_ identity: AppIdentity, display: String, microphone: Bool) async -> Result<SystemWindows.ConsentAnswer, ReplayError> {
-        if let answer = consent.answer(for: identity.executable, now: now()) { return .success(answer) }
-        if pendingConsent[identity.executable] == nil {
+        if let answer = consent.answer(for: identity.consentKey, now: now()) { return .success(answer) }
+        if pendingConsent[identity.consentKey] == nil {
             let prompt = consentPrompt
             let paths = self.paths
             let request = SystemWindows.ConsentRequest(display: display, appName: identity.name, appIconPath: identity.iconPath,
@@ -382,17 +382,17 @@ extension RecordingSessions {
             guard asked != nil else {
                 return .failure(ReplayError(.shuttingDown, "replayd is shutting down. Run the command again in a moment."))
             }
-            pendingConsent[identity.executable] = []
+            pendingConsent[identity.consentKey] = []
         }
         // No await since the prompt was handed over: this waiter is in place before its answer can come.
-        return await withCheckedContinuation { pendingConsent[identity.executable, default: []].append($0) }
+        return await withCheckedContinuation { pendingConsent[identity.consentKey, default: []].append($0) }
     }
 
     /// The person answered for `identity` (or the prompt failed): every start that waited hears it.
     private func consentAnswered(_ identity: AppIdentity, _ result: Result<SystemWindows.ConsentAnswer, ReplayError>) {
-        let waiters = pendingConsent.removeValue(forKey: identity.executable) ?? []
+        let waiters = pendingConsent.removeValue(forKey: identity.consentKey) ?? []
         if case .success(let answer) = result {
-            consent.record(answer, for: identity.executable, name: identity.name, now: now())
+            consent.record(answer, for: identity.consentKey, name: identity.name, now: now())
             logger.info("the person answered", metadata: ["app": "\(identity.executable)", "answer": "\(answer.rawValue)"])
         }
         for waiter in waiters { waiter.resume(returning: result) }

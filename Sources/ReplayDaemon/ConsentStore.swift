@@ -1,8 +1,9 @@
 package import ReplayIPC
 
 /// The person's answers to the consent prompt, per app, each remembered for `memory` (8 minutes,
-/// as ReplayKit does), then asked again. An app is its executable (`/proc/PID/exe`): a second
-/// process of the same program shares the answer; another program does not.
+/// as ReplayKit does), then asked again. An app is its executable (`/proc/PID/exe`) and, for an
+/// interpreter, its script (`AppIdentity.consentKey`): a second process of the same program shares
+/// the answer; another program does not.
 ///
 /// A pure value: the time is passed in, so that tests move the clock on.
 package struct ConsentStore: Sendable {

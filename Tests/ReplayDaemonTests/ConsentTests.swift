@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import ReplayIPC
+import ReplayTesting
 @testable import ReplayDaemon
 
 /// The consent policy: answers per executable, held 8 minutes on an injected clock; who an app is.
@@ -82,5 +83,33 @@ struct ConsentTests {
         let me = try #require(AppIdentity.of(pid: getpid(), environment: ["XDG_DATA_DIRS": data]))
         #expect(me.executable == (try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))
         #expect(AppIdentity.dataDirectories(["HOME": "/home/u"]) == ["/home/u/.local/share", "/usr/local/share", "/usr/share"])
+    }
+
+    /// Issue 29: every Python script shared one answer (the interpreter's). An interpreter's app is
+    /// the interpreter and its script: another script is asked again; `python3 -c` runs no file.
+    @Test func eachScriptOfAnInterpreterIsAnAppOfItsOwn() async throws {
+        let folder = try makeTemporaryDirectory(prefix: "ork-scripts")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for name in ["painter.py", "thief.py"] {
+            try "import time\ntime.sleep(20)\n".write(to: folder.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let painter = try BackgroundProcess("/usr/bin/python3", arguments: ["-u", "painter.py"], workingDirectory: folder.path)
+        let thief = try BackgroundProcess("/usr/bin/python3", arguments: [folder.appendingPathComponent("thief.py").path])
+        let inline = try BackgroundProcess("/usr/bin/python3", arguments: ["-c", "import time; time.sleep(20)"])
+        defer { for process in [painter, thief, inline] { process.signal(SIGKILL) } }
+        try await Task.sleep(for: .milliseconds(300))
+        let a = try #require(AppIdentity.of(pid: painter.pid, environment: [:]))
+        let b = try #require(AppIdentity.of(pid: thief.pid, environment: [:]))
+        let c = try #require(AppIdentity.of(pid: inline.pid, environment: [:]))
+        let python = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(painter.pid)/exe")
+        #expect(a.script == folder.appendingPathComponent("painter.py").path, "a relative script, from the process's folder")
+        #expect(a.consentKey == "\(python) \(folder.appendingPathComponent("painter.py").path)" && a.name == "painter.py")
+        #expect(b.consentKey != a.consentKey, "another script is another app")
+        #expect(c.script == nil && c.consentKey == python, "python3 -c runs no file")
+        var store = ConsentStore()
+        let now = ContinuousClock.now
+        store.record(.allow, for: a.consentKey, name: a.name, now: now)
+        #expect(store.answer(for: b.consentKey, now: now) == nil, "the thief is asked for itself")
+        #expect(store.answer(for: a.consentKey, now: now) == .allow)
     }
 }
