@@ -29,7 +29,7 @@ struct CSRFTokens: Sendable {
     func token(for binding: String) -> String { token(for: binding, key: keys[0]) }
 
     private func token(for binding: String, key: SymmetricKey) -> String {
-        HMAC<SHA256>.authenticationCode(for: Data(("csrf/" + binding).utf8), using: key).map { String(format: "%02x", $0) }.joined()
+        Token.hex(of: HMAC<SHA256>.authenticationCode(for: Data(("csrf/" + binding).utf8), using: key))
     }
 
     /// Whether `submitted` is the token of `binding` under any key, compared in constant time.

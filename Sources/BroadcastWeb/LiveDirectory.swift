@@ -10,10 +10,15 @@ package enum Token {
     /// `bytes` random bytes as lowercase hex.
     static func hex(_ bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in
-            let b = UInt8.random(in: 0...255, using: &generator)
-            return String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16)
-        }.joined()
+        return hex(of: (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// `bytes` as lowercase hex: tokens, digests and signatures (per request: no formatter).
+    static func hex(of bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes { text += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// A short id for URLs (base32-ish, 12 characters).
@@ -29,7 +34,7 @@ package enum Token {
     /// What the store keeps of a session token: its SHA-256 (the token is 256 random bits, so no salt
     /// or slow hash is needed to make the digest useless to whoever reads the database).
     static func digest(_ token: String) -> String {
-        SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        hex(of: SHA256.hash(data: Array(token.utf8)))
     }
 }
 

@@ -216,6 +216,6 @@ enum SetupFile {
     /// A key whose value is likely a secret: it belongs in a file, not on the command line.
     static func looksSecret(_ key: String) -> Bool {
         let key = key.lowercased()
-        return ["password", "passwd", "secret", "token"].contains { key.contains($0) } || key == "key" || key.hasSuffix("key") || key.hasSuffix("_key")
+        return ["password", "passwd", "secret", "token"].contains { key.contains($0) } || key.hasSuffix("key")
     }
 }
