@@ -87,10 +87,10 @@ struct ControlServerTests {
             try await Task.sleep(for: .milliseconds(300))
             let silent = (0..<3).map { _ in Self.rawConnection(paths.socket) }
             try await Task.sleep(for: .milliseconds(300))
-            let fourth = await Self.readUntilClosed(Self.rawConnection(paths.socket), seconds: 5)
+            let fourth = await Self.readUntilClosed(Self.rawConnection(paths.socket), seconds: 30)
             #expect(fourth.closed && fourth.text.contains("replayd has 3 connections open, its most"), "\(fourth)")
             for fd in silent {
-                let answer = await Self.readUntilClosed(fd, seconds: 5)
+                let answer = await Self.readUntilClosed(fd, seconds: 30)
                 #expect(answer.closed && answer.text.contains("no hello within 2.0 seconds"), "\(answer)")
             }
             // Once they are gone, a client that says hello is served as ever.

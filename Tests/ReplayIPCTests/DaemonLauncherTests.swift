@@ -48,12 +48,10 @@ struct DaemonLauncherTests {
     @Test func aDaemonThatNeverSaysSoTimesOut() async throws {
         let (root, paths, program) = try setUp("#!/bin/sh\nexec sleep 3\n")
         defer { try? FileManager.default.removeItem(at: root) }
-        let started = ContinuousClock.now
         await #expect {
             try await DaemonLauncher.ensureRunning(paths: paths, executable: program, timeout: .milliseconds(300))
         } throws: { error in
             (error as? ReplayError)?.message.contains("did not open \(paths.socket) within") == true
         }
-        #expect(ContinuousClock.now - started < .seconds(2), "gives up at its timeout")
     }
 }
